@@ -1,0 +1,320 @@
+package org.ucx4j;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
+import org.ucx4j.internal.engine.Engine;
+import org.ucx4j.internal.engine.EndpointCore;
+import org.ucx4j.internal.engine.Op;
+
+/**
+ * A connection to one peer. Every method is safe from any thread, including many virtual threads at once.
+ *
+ * <p>Two styles on one engine: {@code *Async} methods return a {@link CompletableFuture} of the byte count;
+ * blocking methods park the calling thread (cheap on virtual threads) and never block inside native code. Every
+ * blocking call has a {@link Duration} form; on timeout the operation is canceled first (a send that cannot be
+ * canceled aborts the endpoint), so no buffer is left in UCX's hands.
+ *
+ * <p>Tags: {@code send(buf, tag)} and {@code recv(buf, tag)} use this endpoint's private tag space, so two
+ * endpoints on one worker never take each other's messages. {@link #sendTagged} sends a 63-bit worker-level tag that
+ * the peer receives with {@link Ucx#recvTagged}.
+ *
+ * <p>Buffers: native {@link MemorySegment}s and direct {@link ByteBuffer}s (between position and limit; the
+ * position is not moved) are used in place and must stay valid until the operation completes; {@code byte[]}
+ * are copied.
+ */
+public final class Endpoint implements AutoCloseable {
+    private static final long WORKER_TAG_LIMIT = 1L << 63;
+
+    private final Ucx ucx;
+    private final EndpointCore core;
+    private final Engine engine;
+
+    Endpoint(Ucx ucx, EndpointCore core) {
+        this.ucx = ucx;
+        this.core = core;
+        this.engine = core.engine();
+        core.facade = this;
+    }
+
+    // ---------------------------------------------------------------- send
+
+    public CompletableFuture<Long> sendAsync(MemorySegment buf) {
+        return sendAsync(buf, 0);
+    }
+
+    public CompletableFuture<Long> sendAsync(MemorySegment buf, int tag) {
+        Op op = sendOp(Buffers.segment(buf, false), 0, core.sendTag(tag), false);
+        engine.submit(op);
+        return op;
+    }
+
+    public CompletableFuture<Long> sendAsync(ByteBuffer buf, int tag) {
+        return sendAsync(Buffers.segment(buf, false), tag);
+    }
+
+    public CompletableFuture<Long> sendAsync(byte[] buf, int tag) {
+        long copy = Buffers.copyIn(buf);
+        Op op = engine.tagSend(core, copy, buf.length, core.sendTag(tag), copy, false);
+        engine.submit(op);
+        return op;
+    }
+
+    public void send(MemorySegment buf) {
+        send(buf, 0);
+    }
+
+    public void send(MemorySegment buf, int tag) {
+        sendBlocking(sendOp(Buffers.segment(buf, false), 0, core.sendTag(tag), true), -1);
+    }
+
+    public void send(MemorySegment buf, int tag, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        sendBlocking(sendOp(Buffers.segment(buf, false), 0, core.sendTag(tag), true), t);
+    }
+
+    public void send(ByteBuffer buf) {
+        send(Buffers.segment(buf, false), 0);
+    }
+
+    public void send(ByteBuffer buf, int tag) {
+        send(Buffers.segment(buf, false), tag);
+    }
+
+    public void send(ByteBuffer buf, int tag, Duration timeout) {
+        send(Buffers.segment(buf, false), tag, timeout);
+    }
+
+    public void send(byte[] buf) {
+        send(buf, 0);
+    }
+
+    public void send(byte[] buf, int tag) {
+        long copy = Buffers.copyIn(buf);
+        sendBlocking(engine.tagSend(core, copy, buf.length, core.sendTag(tag), copy, true), -1);
+    }
+
+    public void send(byte[] buf, int tag, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        long copy = Buffers.copyIn(buf);
+        sendBlocking(engine.tagSend(core, copy, buf.length, core.sendTag(tag), copy, true), t);
+    }
+
+    /** Sends with a worker-level tag (0 .. 2^63-1), received by the peer's {@link Ucx#recvTagged}. */
+    public CompletableFuture<Long> sendTaggedAsync(MemorySegment buf, long tag) {
+        Op op = sendOp(Buffers.segment(buf, false), 0, workerTag(tag), false);
+        engine.submit(op);
+        return op;
+    }
+
+    public void sendTagged(MemorySegment buf, long tag) {
+        sendBlocking(sendOp(Buffers.segment(buf, false), 0, workerTag(tag), true), -1);
+    }
+
+    public void sendTagged(MemorySegment buf, long tag, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        sendBlocking(sendOp(Buffers.segment(buf, false), 0, workerTag(tag), true), t);
+    }
+
+    public void sendTagged(byte[] buf, long tag) {
+        long wt = workerTag(tag);
+        long copy = Buffers.copyIn(buf);
+        sendBlocking(engine.tagSend(core, copy, buf.length, wt, copy, true), -1);
+    }
+
+    private Op sendOp(MemorySegment seg, long owned, long wireTag, boolean blocking) {
+        ucx.checkOpen();
+        Op op = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, owned, blocking);
+        Ucx.keepAlive(op, seg);
+        return op;
+    }
+
+    private void sendBlocking(Op op, long timeoutNanos) {
+        engine.submit(op);
+        engine.await(op, timeoutNanos);
+    }
+
+    static long workerTag(long tag) {
+        if (tag < 0 || tag >= WORKER_TAG_LIMIT) {
+            throw new IllegalArgumentException("worker-level tags are 0 .. 2^63-1 (bit 63 marks endpoint-private "
+                    + "tags), got " + Long.toUnsignedString(tag));
+        }
+        return tag;
+    }
+
+    // ---------------------------------------------------------------- receive
+
+    public CompletableFuture<Long> recvAsync(MemorySegment buf) {
+        return recvAsync(buf, 0);
+    }
+
+    /** Receives the next message the peer sent to this endpoint with {@code tag}; completes with its length. */
+    public CompletableFuture<Long> recvAsync(MemorySegment buf, int tag) {
+        Op op = recvOp(Buffers.segment(buf, true), core.recvTag(tag), false);
+        engine.submit(op);
+        return op;
+    }
+
+    public CompletableFuture<Long> recvAsync(ByteBuffer buf, int tag) {
+        return recvAsync(Buffers.segment(buf, true), tag);
+    }
+
+    public CompletableFuture<Long> recvAsync(byte[] buf, int tag) {
+        ucx.checkOpen();
+        long staging = Buffers.staging(buf);
+        Op op = engine.tagRecv(core, staging, buf.length, core.recvTag(tag), -1L, staging, buf, false);
+        engine.submit(op);
+        return op;
+    }
+
+    /** Receives one message into {@code buf}; returns its length. Throws {@link MessageTruncatedException} if larger. */
+    public long recv(MemorySegment buf) {
+        return recv(buf, 0);
+    }
+
+    public long recv(MemorySegment buf, int tag) {
+        Op op = recvOp(Buffers.segment(buf, true), core.recvTag(tag), true);
+        engine.submit(op);
+        return engine.await(op, -1);
+    }
+
+    public long recv(MemorySegment buf, int tag, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        Op op = recvOp(Buffers.segment(buf, true), core.recvTag(tag), true);
+        engine.submit(op);
+        return engine.await(op, t);
+    }
+
+    public long recv(ByteBuffer buf) {
+        return recv(Buffers.segment(buf, true), 0);
+    }
+
+    public long recv(ByteBuffer buf, int tag) {
+        return recv(Buffers.segment(buf, true), tag);
+    }
+
+    public long recv(ByteBuffer buf, int tag, Duration timeout) {
+        return recv(Buffers.segment(buf, true), tag, timeout);
+    }
+
+    public long recv(byte[] buf) {
+        return recv(buf, 0);
+    }
+
+    public long recv(byte[] buf, int tag) {
+        return recvBytes(buf, tag, -1);
+    }
+
+    public long recv(byte[] buf, int tag, Duration timeout) {
+        return recvBytes(buf, tag, Buffers.nanos(timeout));
+    }
+
+    private long recvBytes(byte[] buf, int tag, long timeoutNanos) {
+        ucx.checkOpen();
+        long staging = Buffers.staging(buf);
+        Op op = engine.tagRecv(core, staging, buf.length, core.recvTag(tag), -1L, staging, buf, true);
+        engine.submit(op);
+        return engine.await(op, timeoutNanos);
+    }
+
+    private Op recvOp(MemorySegment seg, long wireTag, boolean blocking) {
+        ucx.checkOpen();
+        Op op = engine.tagRecv(core, seg.address(), seg.byteSize(), wireTag, -1L, 0, null, blocking);
+        Ucx.keepAlive(op, seg);
+        return op;
+    }
+
+    // ---------------------------------------------------------------- lifecycle
+
+    /** A process-unique random id (UUID). */
+    public UUID id() {
+        return core.id();
+    }
+
+    /** "host:port" of the peer as UCX saw it. */
+    public String remoteAddress() {
+        return core.peer();
+    }
+
+    /** The peer's process id, from the ucx4j handshake. */
+    public long peerPid() {
+        return core.peerPid();
+    }
+
+    /** True until the endpoint is closed, aborted or its peer is found dead. */
+    public boolean isAlive() {
+        return core.isAlive() && !engine.isTerminated();
+    }
+
+    /** True once the endpoint's UCX resources are released. */
+    public boolean isClosed() {
+        return core.isClosed() || engine.isTerminated();
+    }
+
+    /**
+     * Runs {@code callback} once when the endpoint is closed: with null after a local close, with the cause after
+     * a peer failure. Never runs on the progress thread.
+     */
+    public void onClose(Consumer<Throwable> callback) {
+        core.onClose(Objects.requireNonNull(callback, "callback"));
+    }
+
+    /** Completes when the endpoint is closed and released. */
+    public CompletableFuture<Void> closeFuture() {
+        return core.closedFuture();
+    }
+
+    /** UCX's description of the endpoint's lanes and transports ({@code ucp_ep_print_info}). */
+    public String info() {
+        return isClosed() ? "" : engine.endpointInfo(core);
+    }
+
+    /**
+     * Graceful close: pending receives fail with {@link EndpointClosedException}, sends in flight get up to the
+     * close timeout to finish, then the endpoint is released. Idempotent; never waits longer than its bound.
+     */
+    @Override
+    public void close() {
+        close(ucx.options().closeTimeout());
+    }
+
+    public void close(Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        if (isClosed() || engine.isTerminated()) {
+            return;
+        }
+        Op flush = engine.closeEndpoint(core);
+        try {
+            engine.await(flush, t);
+        } catch (UcxException e) {
+            // flush failed or timed out: abort below
+        }
+        engine.abortEndpoint(core);
+        try {
+            core.closedFuture().get(Math.max(t, 1_000_000_000L), java.util.concurrent.TimeUnit.NANOSECONDS);
+        } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+            // released when the worker closes
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        ucx.forget(this);
+    }
+
+    /** Closes at once without flushing; pending operations fail with {@link EndpointClosedException}. */
+    public void abort() {
+        if (isClosed() || engine.isTerminated()) {
+            return;
+        }
+        engine.abortEndpoint(core);
+        ucx.forget(this);
+    }
+
+    @Override
+    public String toString() {
+        return "Endpoint[" + core.peer() + " id=" + core.id() + (isAlive() ? "" : " closed") + "]";
+    }
+}

@@ -1,0 +1,383 @@
+package org.ucx4j;
+
+import java.lang.foreign.MemorySegment;
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.ucx4j.internal.engine.Engine;
+import org.ucx4j.internal.engine.EndpointCore;
+import org.ucx4j.internal.engine.ListenerCore;
+import org.ucx4j.internal.engine.Op;
+import org.ucx4j.internal.engine.SafeFuture;
+import org.ucx4j.internal.ffi.NativeAccess;
+import org.ucx4j.internal.ffi.Status;
+import org.ucx4j.internal.ffi.Ucp;
+
+/**
+ * Entry point: a UCX context, one worker and the thread that owns it (UCX-Py's {@code ucp} module in one object).
+ *
+ * <pre>{@code
+ * try (Ucx ucx = Ucx.open();
+ *      Listener l = ucx.listen(0, ep -> { byte[] b = new byte[5]; ep.recv(b); ep.send(b); });
+ *      Endpoint ep = ucx.connect("127.0.0.1", l.port())) {
+ *     ep.send("hello".getBytes());
+ * }
+ * }</pre>
+ */
+public final class Ucx implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(Ucx.class);
+    private static final AtomicInteger COUNTER = new AtomicInteger();
+    /** Oldest libucp ucx4j accepts. */
+    public static final int[] MIN_VERSION = {1, 13};
+
+    private final UcxOptions options;
+    private final Engine engine;
+    private final Set<Endpoint> endpoints = ConcurrentHashMap.newKeySet();
+    private final Set<Listener> listeners = ConcurrentHashMap.newKeySet();
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    private Ucx(UcxOptions options) {
+        this.options = options;
+        String name = options.name() + "-" + COUNTER.incrementAndGet();
+        Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
+        this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.effectiveUcxOptions(),
+                options.environmentWins(), executor));
+    }
+
+    /** Opens UCX with ucx4j's defaults. */
+    public static Ucx open() {
+        return open(UcxOptions.defaults());
+    }
+
+    /** Opens UCX: reads the configuration, creates the context and a worker, starts the progress thread. */
+    public static Ucx open(UcxOptions options) {
+        Objects.requireNonNull(options, "options");
+        String cause = unavailabilityCause();
+        if (cause != null) {
+            throw new UcxUnavailableException(cause, Status.ERR_NO_DEVICE);
+        }
+        return new Ucx(options);
+    }
+
+    // ---------------------------------------------------------------- availability
+
+    /** True when libucp (>= 1.13) loads and native access is allowed. */
+    public static boolean isAvailable() {
+        return unavailabilityCause() == null;
+    }
+
+    /** Null when UCX is usable; otherwise one line saying what is wrong and how to fix it. */
+    public static String unavailabilityCause() {
+        if (!NativeAccess.nativeAccessEnabled()) {
+            // Java 25 only warns by default; deny mode would throw on the first restricted call
+            String mode = System.getProperty("jdk.module.illegal.native.access", "");
+            if ("deny".equals(mode)) {
+                return "native access is disabled for ucx4j: " + NativeAccess.nativeAccessRemedy();
+            }
+        }
+        Throwable t;
+        try {
+            t = Ucp.loadFailure();
+        } catch (IllegalCallerException e) {
+            return "native access is disabled for ucx4j: " + NativeAccess.nativeAccessRemedy();
+        }
+        if (t != null) {
+            if (t instanceof IllegalCallerException) {
+                return "native access is disabled for ucx4j: " + NativeAccess.nativeAccessRemedy();
+            }
+            return "UCX (libucp) could not be loaded: " + t.getMessage() + ". Install UCX >= 1.13 (Debian/Ubuntu: "
+                    + "apt-get install libucx0; RHEL: dnf install ucx) or set UCX4J_UCX_HOME (or -Ducx4j.ucx.home) "
+                    + "to a UCX install prefix";
+        }
+        int[] v = Ucp.version();
+        if (v[0] < MIN_VERSION[0] || (v[0] == MIN_VERSION[0] && v[1] < MIN_VERSION[1])) {
+            return "UCX " + v[0] + "." + v[1] + "." + v[2] + " found at " + Ucp.location() + " is too old: ucx4j "
+                    + "needs UCX >= 1.13; install a newer UCX or point UCX4J_UCX_HOME at one";
+        }
+        return null;
+    }
+
+    /** The libucp version, like {@code 1.13.1}. */
+    public static String version() {
+        requireAvailable();
+        int[] v = Ucp.version();
+        return v[0] + "." + v[1] + "." + v[2];
+    }
+
+    /** Where libucp was loaded from. */
+    public static String libraryLocation() {
+        requireAvailable();
+        return Ucp.location();
+    }
+
+    /** The effective UCX configuration for {@code options} as {@code KEY -> value} (keys without {@code UCX_}). */
+    public static Map<String, String> config(UcxOptions options) {
+        requireAvailable();
+        String text = Engine.effectiveConfig(options.effectiveUcxOptions(), options.environmentWins());
+        Map<String, String> m = new LinkedHashMap<>();
+        for (String line : text.split("\n")) {
+            int eq = line.indexOf('=');
+            if (line.startsWith("UCX_") && eq > 0) {
+                m.put(line.substring(4, eq), line.substring(eq + 1));
+            }
+        }
+        return m;
+    }
+
+    private static void requireAvailable() {
+        String cause = unavailabilityCause();
+        if (cause != null) {
+            throw new UcxUnavailableException(cause, Status.ERR_NO_DEVICE);
+        }
+    }
+
+    // ---------------------------------------------------------------- instance
+
+    public UcxOptions options() {
+        return options;
+    }
+
+    /** The effective configuration of this instance. */
+    public Map<String, String> config() {
+        return config(options);
+    }
+
+    /** UCX's context and worker description (memory domains, transports, devices). */
+    public String info() {
+        checkOpen();
+        return engine.contextInfo() + engine.workerInfo();
+    }
+
+    /** Listens on all interfaces; port 0 picks an ephemeral port. */
+    public Listener listen(int port, ConnectionHandler handler) {
+        return listen(null, port, handler);
+    }
+
+    /** Listens on {@code bindAddress} (null = all interfaces). Each connection's handler runs on a virtual thread. */
+    public Listener listen(String bindAddress, int port, ConnectionHandler handler) {
+        checkOpen();
+        Objects.requireNonNull(handler, "handler");
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("port out of range: " + port);
+        }
+        InetSocketAddress bind = bindAddress == null ? new InetSocketAddress(port)
+                : new InetSocketAddress(bindAddress, port);
+        SafeFuture<ListenerCore> f = engine.listen(bind, c -> serve(c, handler));
+        Listener l = new Listener(join(f, "listen on " + bind, TimeUnit.SECONDS.toNanos(10)));
+        listeners.add(l);
+        return l;
+    }
+
+    private void serve(EndpointCore c, ConnectionHandler handler) {
+        Endpoint ep = new Endpoint(this, c);
+        endpoints.add(ep);
+        Thread.ofVirtual().name("ucx4j-handler-" + c.peer()).start(() -> {
+            try {
+                handler.onConnection(ep);
+            } catch (Throwable t) {
+                if (ep.isAlive()) {
+                    LOG.warn("ucx4j: connection handler for {} threw; aborting the endpoint", c.peer(), t);
+                    ep.abort();
+                } else {
+                    LOG.debug("ucx4j: connection handler for {} ended with {}", c.peer(), t.toString());
+                }
+            }
+        });
+    }
+
+    /** Connects with the default timeout (5 s unless set in the options). */
+    public Endpoint connect(String host, int port) {
+        return connect(host, port, options.connectTimeout());
+    }
+
+    /**
+     * Connects and completes the ucx4j handshake. Fails with {@link UnreachableException} or
+     * {@link ConnectionResetException} when nobody listens, {@link UcxTimeoutException} after {@code timeout}.
+     */
+    public Endpoint connect(String host, int port, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        CompletableFuture<Endpoint> f = connectAsync(host, port);
+        try {
+            return f.get(t, TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            f.cancel(false);
+            throw new UcxTimeoutException("connect to " + host + ":" + port + " timed out after "
+                    + timeout.toMillis() + " ms (" + Status.name(Status.ERR_TIMED_OUT) + ")", Status.ERR_TIMED_OUT);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            f.cancel(false);
+            throw new CanceledException("connect to " + host + ":" + port + " interrupted ("
+                    + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED);
+        } catch (ExecutionException e) {
+            throw rethrow(e.getCause());
+        }
+    }
+
+    /** Connects asynchronously; cancelling the future before it completes aborts the attempt. */
+    public CompletableFuture<Endpoint> connectAsync(String host, int port) {
+        checkOpen();
+        Objects.requireNonNull(host, "host");
+        if (port <= 0 || port > 65535) {
+            throw new IllegalArgumentException("port out of range: " + port);
+        }
+        SafeFuture<EndpointCore> f = engine.connect(InetSocketAddress.createUnresolved(host, port));
+        SafeFuture<Endpoint> result = new SafeFuture<>(engine.executor());
+        f.whenComplete((c, e) -> {
+            if (e != null) {
+                result.completeExceptionally(e);
+                return;
+            }
+            Endpoint ep = new Endpoint(this, c);
+            endpoints.add(ep);
+            if (!result.complete(ep)) {
+                ep.abort(); // the caller gave up (timeout/cancel)
+            }
+        });
+        return result;
+    }
+
+    // ---------------------------------------------------------------- worker-level tags
+
+    /**
+     * Receives a message sent with {@link Endpoint#sendTagged} from any endpoint whose tag matches: bits set in
+     * {@code mask} must equal those of {@code tag} (mask -1 = exact tag, 0 = any worker-level tag).
+     */
+    public CompletableFuture<TagMessage> recvTaggedAsync(MemorySegment buf, long tag, long mask) {
+        Op op = workerRecv(Buffers.segment(buf, true), tag, mask, false);
+        engine.submit(op);
+        return op.thenApply(len -> new TagMessage(op.senderTag(), len));
+    }
+
+    public TagMessage recvTagged(MemorySegment buf, long tag, long mask) {
+        Op op = workerRecv(Buffers.segment(buf, true), tag, mask, true);
+        engine.submit(op);
+        long len = engine.await(op, -1);
+        return new TagMessage(op.senderTag(), len);
+    }
+
+    public TagMessage recvTagged(MemorySegment buf, long tag, long mask, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        Op op = workerRecv(Buffers.segment(buf, true), tag, mask, true);
+        engine.submit(op);
+        long len = engine.await(op, t);
+        return new TagMessage(op.senderTag(), len);
+    }
+
+    private Op workerRecv(MemorySegment seg, long tag, long mask, boolean blocking) {
+        checkOpen();
+        Endpoint.workerTag(tag);
+        // bit 63 always in the mask: worker-level receives never match endpoint-private messages
+        Op op = engine.tagRecv(null, seg.address(), seg.byteSize(), tag, mask | EndpointCore.PRIVATE_BIT, 0, null,
+                blocking);
+        keepAlive(op, seg);
+        return op;
+    }
+
+    // ---------------------------------------------------------------- progress & close
+
+    /**
+     * Progresses the worker once; for {@link ProgressMode#CALLER}, from the thread that opened this instance.
+     * Returns how much work was done (0 = idle).
+     */
+    public int progress() {
+        checkOpen();
+        if (!engine.isOwnerThread()) {
+            throw new IllegalStateException("progress() must be called by the thread that owns the worker ("
+                    + (options.progressMode() == ProgressMode.CALLER ? "the one that opened it" : "its progress thread")
+                    + ")");
+        }
+        return engine.progressOnce();
+    }
+
+    public boolean isClosed() {
+        return closed.get();
+    }
+
+    /**
+     * Closes listeners, closes endpoints gracefully (each bounded by the close timeout, in parallel), cancels what
+     * is left, and releases the worker and context. Idempotent.
+     */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        for (Listener l : List.copyOf(listeners)) {
+            l.close();
+        }
+        if (!engine.isOwnerThread()) {
+            List<Endpoint> eps = List.copyOf(endpoints);
+            List<Thread> closers = eps.stream()
+                    .map(ep -> Thread.ofVirtual().start(() -> ep.close()))
+                    .toList();
+            for (Thread t : closers) {
+                try {
+                    t.join(options.closeTimeout().plusSeconds(2));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+        }
+        engine.shutdown(TimeUnit.SECONDS.toNanos(10));
+    }
+
+    void checkOpen() {
+        if (closed.get() || engine.isTerminated()) {
+            throw new EndpointClosedException("this Ucx instance is closed (" + Status.name(Status.ERR_NOT_CONNECTED)
+                    + ")", Status.ERR_NOT_CONNECTED);
+        }
+    }
+
+    void forget(Endpoint ep) {
+        endpoints.remove(ep);
+    }
+
+    static void keepAlive(Op op, Object buffer) {
+        op.keepAlive(buffer);
+    }
+
+    private static <T> T join(CompletableFuture<T> f, String what, long timeoutNanos) {
+        try {
+            return f.get(timeoutNanos, TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            throw new UcxTimeoutException(what + " timed out (" + Status.name(Status.ERR_TIMED_OUT) + ")",
+                    Status.ERR_TIMED_OUT);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new CanceledException(what + " interrupted (" + Status.name(Status.ERR_CANCELED) + ")",
+                    Status.ERR_CANCELED);
+        } catch (ExecutionException e) {
+            throw rethrow(e.getCause());
+        }
+    }
+
+    private static RuntimeException rethrow(Throwable t) {
+        if (t instanceof RuntimeException r) {
+            return r;
+        }
+        if (t instanceof Error e) {
+            throw e;
+        }
+        return new UcxException(String.valueOf(t), 0, t);
+    }
+
+    @Override
+    public String toString() {
+        return "Ucx[" + options.name() + ", " + options.progressMode() + (isClosed() ? ", closed" : "") + "]";
+    }
+}

@@ -1,0 +1,146 @@
+package org.ucx4j.internal.engine;
+
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
+import org.ucx4j.ConnectionResetException;
+import org.ucx4j.EndpointClosedException;
+import org.ucx4j.UcxException;
+import org.ucx4j.internal.ffi.Status;
+
+/**
+ * Engine-side state of one connection. Fields without {@code volatile} belong to the worker's owner thread.
+ * Tags: bit 63 set marks the endpoint-private space, bits 32..62 carry the receiving side's connection id, bits
+ * 0..31 the user tag; worker-level tags have bit 63 clear.
+ */
+public final class EndpointCore {
+    public static final long PRIVATE_BIT = 1L << 63;
+    static final int CONNECTING = 0, OPEN = 1, CLOSING = 2, FAILED = 3, CLOSED = 4;
+
+    final Engine engine;
+    final UUID id = UUID.randomUUID();
+    final int localConnId;
+    final boolean client;
+    final String peer;
+    int slot = -1;
+    long handle;
+    long hello; // 64 bytes: [0,32) ours, [32,64) the peer's
+    int peerConnId;
+    long peerPid;
+    volatile int state = CONNECTING;
+    volatile UcxException failure;
+    volatile boolean closedLocally;
+    Op pendingHead;
+    int pendingCount;
+    /** Completed when the handshake ends (client connect future), null on the server side. */
+    SafeFuture<EndpointCore> connectFuture;
+    ListenerCore listener;
+    final SafeFuture<Void> closed;
+    final List<Consumer<Throwable>> closeCallbacks = new CopyOnWriteArrayList<>();
+    /** Set by the API layer: the public object handed to users. */
+    public volatile Object facade;
+
+    EndpointCore(Engine engine, int localConnId, boolean client, String peer) {
+        this.engine = engine;
+        this.localConnId = localConnId;
+        this.client = client;
+        this.peer = peer;
+        this.closed = new SafeFuture<>(engine.executor);
+    }
+
+    public UUID id() {
+        return id;
+    }
+
+    public String peer() {
+        return peer;
+    }
+
+    public long peerPid() {
+        return peerPid;
+    }
+
+    public boolean isAlive() {
+        return state == OPEN;
+    }
+
+    public boolean isClosed() {
+        return state == CLOSED;
+    }
+
+    public Engine engine() {
+        return engine;
+    }
+
+    /** Completes (normally) when the endpoint is fully released; after a peer failure the callbacks get the cause. */
+    public SafeFuture<Void> closedFuture() {
+        return closed;
+    }
+
+    public void onClose(Consumer<Throwable> callback) {
+        closeCallbacks.add(callback);
+        if (state == CLOSED) {
+            // already closed: run now on the caller (never on the worker thread)
+            callback.accept(failure);
+        }
+    }
+
+    /** Wire tag for a message this side sends to the peer's endpoint. */
+    public long sendTag(int userTag) {
+        return PRIVATE_BIT | ((long) peerConnId << 32) | (userTag & 0xffffffffL);
+    }
+
+    /** Tag that matches messages the peer sent to this endpoint with {@code userTag}. */
+    public long recvTag(int userTag) {
+        return PRIVATE_BIT | ((long) localConnId << 32) | (userTag & 0xffffffffL);
+    }
+
+    /** The exception for an operation that finds this endpoint unusable, or null if it is open. */
+    UcxException unusable(String what) {
+        UcxException f = failure;
+        if (f != null) {
+            return new ConnectionResetException(what + " on endpoint to " + peer + ": " + f.getMessage(), f.status(), f);
+        }
+        if (state == OPEN) {
+            return null;
+        }
+        if (state == CONNECTING) {
+            return new EndpointClosedException(what + ": endpoint to " + peer + " is not connected yet ("
+                    + Status.name(Status.ERR_NOT_CONNECTED) + ")", Status.ERR_NOT_CONNECTED);
+        }
+        return new EndpointClosedException(what + ": endpoint to " + peer + " is closed ("
+                + Status.name(Status.ERR_NOT_CONNECTED) + ")", Status.ERR_NOT_CONNECTED);
+    }
+
+    void addPending(Op op) {
+        op.pendingPrev = null;
+        op.pendingNext = pendingHead;
+        if (pendingHead != null) {
+            pendingHead.pendingPrev = op;
+        }
+        pendingHead = op;
+        pendingCount++;
+    }
+
+    void removePending(Op op) {
+        if (op.pendingPrev == null && pendingHead != op) {
+            return; // not linked
+        }
+        if (op.pendingPrev != null) {
+            op.pendingPrev.pendingNext = op.pendingNext;
+        } else {
+            pendingHead = op.pendingNext;
+        }
+        if (op.pendingNext != null) {
+            op.pendingNext.pendingPrev = op.pendingPrev;
+        }
+        op.pendingPrev = op.pendingNext = null;
+        pendingCount--;
+    }
+
+    @Override
+    public String toString() {
+        return "Endpoint[" + id + " peer=" + peer + " conn=" + localConnId + "/" + peerConnId + "]";
+    }
+}

@@ -1,0 +1,117 @@
+package org.ucx4j.internal.engine;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.concurrent.Executor;
+import java.util.concurrent.locks.LockSupport;
+import org.ucx4j.UcxException;
+
+/**
+ * One operation: the command a caller hands to the worker's owner thread, the queue node that carries it, the
+ * in-flight record UCX's callback finds again, and the future the async API hands back. So a message costs one
+ * object. Blocking calls use the same object but wait on {@link #done} with a parked thread, never on the
+ * future, so they box nothing.
+ */
+public final class Op extends SafeFuture<Long> {
+    static final byte TAG_SEND = 1, TAG_RECV = 2, STREAM_SEND = 3, STREAM_RECV = 4, FLUSH = 5, CLOSE = 6, TASK = 7;
+
+    private static final VarHandle QUEUED;
+
+    static {
+        try {
+            QUEUED = MethodHandles.lookup().findVarHandle(Op.class, "queued", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    // --- command (written by the submitting thread before offer)
+    byte kind;
+    boolean blocking;
+    EndpointCore ep;
+    long address;
+    long length;
+    long tag;
+    long mask;
+    /** Heap array the received bytes are copied back into (byte[] receives), or null. */
+    byte[] copyBack;
+    /** malloc'd staging buffer this op owns (byte[] and heap buffers), 0 if none. */
+    long owned;
+    Runnable task;
+    /** Keeps the caller's buffer (segment, ByteBuffer) reachable while UCX uses its memory. */
+    Object keepAlive;
+    String what;
+
+    // --- queue / engine state
+    volatile Op next;
+    @SuppressWarnings("unused") // QUEUED
+    private volatile int queued;
+    volatile boolean cancelRequested;
+    volatile Thread waiter;
+    long request;
+    int slot = -1;
+    Op pendingPrev;
+    Op pendingNext;
+
+    // --- result (published by the volatile write of done)
+    long resultLength;
+    long senderTag;
+    UcxException error;
+    volatile boolean done;
+
+    Op(Executor executor) {
+        super(executor);
+    }
+
+    static Op stub() {
+        return new Op(Runnable::run);
+    }
+
+    boolean markQueued() {
+        return QUEUED.compareAndSet(this, 0, 1);
+    }
+
+    void clearQueued() {
+        QUEUED.setVolatile(this, 0);
+    }
+
+    /** Runs on the owner thread when the operation ends, with either a length or an error. */
+    void finish(long length, long tag, UcxException err) {
+        if (done) {
+            return;
+        }
+        this.resultLength = length;
+        this.senderTag = tag;
+        this.error = err;
+        this.keepAlive = null;
+        this.done = true;
+        if (blocking) {
+            Thread w = waiter;
+            if (w != null) {
+                LockSupport.unpark(w);
+            }
+        } else if (err != null) {
+            completeExceptionally(err);
+        } else {
+            complete(length);
+        }
+    }
+
+    /** Result of a completed blocking op: the length, or the error thrown. */
+    long resultOrThrow() {
+        if (error != null) {
+            // a fresh exception per throw site keeps the caller's stack; the UCX cause stays attached
+            throw error;
+        }
+        return resultLength;
+    }
+
+    /** Keeps {@code buffer} reachable until the op completes (UCX holds its memory meanwhile). */
+    public void keepAlive(Object buffer) {
+        this.keepAlive = buffer;
+    }
+
+    public long senderTag() {
+        return senderTag;
+    }
+}

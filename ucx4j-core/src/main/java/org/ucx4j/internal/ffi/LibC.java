@@ -1,0 +1,36 @@
+package org.ucx4j.internal.ffi;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
+
+/**
+ * Process environment UCX must see before libucs loads: UCS reads its global options (error signals among them) in
+ * its library constructor, so they are set with libc {@code setenv} first.
+ */
+final class LibC {
+    private LibC() {}
+
+    private static final int LC_NUMERIC = 1; // glibc
+
+    static void prepareEnvironment(SymbolLookup libc) throws Throwable {
+        MethodHandle setenv = NativeAccess.downcall(libc, "setenv",
+                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT));
+        MethodHandle setlocale = NativeAccess.downcall(libc, "setlocale",
+                FunctionDescriptor.of(ADDRESS, JAVA_INT, ADDRESS));
+        try (Arena a = Arena.ofConfined()) {
+            // HotSpot owns SIGSEGV/SIGBUS/SIGILL/SIGFPE; UCX must not install its handlers over them.
+            int rc = (int) setenv.invokeExact(a.allocateFrom("UCX_ERROR_SIGNALS"), a.allocateFrom(""), 1);
+            // UCX's config parser reads numbers with strtod: force the C numeric locale.
+            MemorySegment prev = (MemorySegment) setlocale.invokeExact(LC_NUMERIC, a.allocateFrom("C"));
+            if (rc != 0 || prev.address() == 0) {
+                throw new IllegalStateException("could not prepare the process environment for UCX");
+            }
+        }
+    }
+}

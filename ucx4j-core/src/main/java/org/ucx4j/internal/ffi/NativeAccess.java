@@ -1,0 +1,89 @@
+package org.ucx4j.internal.ffi;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.nio.file.Path;
+import java.util.Optional;
+
+/**
+ * The one class that makes restricted {@code java.lang.foreign} calls (library loading, downcall handles, upcall
+ * stubs, reinterpreting raw pointers). Keeping them here means {@code --enable-native-access} guidance has a single
+ * point of truth, like Lucene's {@code PosixNativeAccess}.
+ */
+public final class NativeAccess {
+    static final Linker LINKER = Linker.nativeLinker();
+
+    private NativeAccess() {}
+
+    /** True when this code may make restricted calls without the JVM refusing or warning. */
+    public static boolean nativeAccessEnabled() {
+        return NativeAccess.class.getModule().isNativeAccessEnabled();
+    }
+
+    /** The remedy to print when native access is not enabled. */
+    public static String nativeAccessRemedy() {
+        Module m = NativeAccess.class.getModule();
+        String target = m.isNamed() ? m.getName() : "ALL-UNNAMED";
+        return "run java with --enable-native-access=" + target
+                + " (or put Enable-Native-Access: ALL-UNNAMED in an executable jar's manifest)";
+    }
+
+    static SymbolLookup libraryByName(String name) {
+        return SymbolLookup.libraryLookup(name, Arena.global());
+    }
+
+    static SymbolLookup libraryByPath(Path path) {
+        return SymbolLookup.libraryLookup(path, Arena.global());
+    }
+
+    static SymbolLookup defaultLookup() {
+        return LINKER.defaultLookup();
+    }
+
+    static MethodHandle downcall(SymbolLookup lookup, String name, FunctionDescriptor fd, Linker.Option... options) {
+        Optional<MemorySegment> addr = lookup.find(name);
+        if (addr.isEmpty()) {
+            throw new UnsatisfiedLinkError("symbol not found: " + name);
+        }
+        return LINKER.downcallHandle(addr.get(), fd, options);
+    }
+
+    static Optional<MethodHandle> optionalDowncall(SymbolLookup lookup, String name, FunctionDescriptor fd) {
+        return lookup.find(name).map(a -> LINKER.downcallHandle(a, fd));
+    }
+
+    /** Creates an upcall stub for a static method of {@code owner}; stubs live for the whole JVM (created once). */
+    public static MemorySegment upcall(Class<?> owner, String method, FunctionDescriptor fd) {
+        try {
+            MethodType type = fd.toMethodType();
+            MethodHandle target = MethodHandles.lookup().findStatic(owner, method, type);
+            return LINKER.upcallStub(target, fd, Arena.global());
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot create upcall stub for " + owner.getSimpleName() + "." + method, e);
+        }
+    }
+
+    /** Views a raw native pointer as a segment of {@code size} bytes. */
+    public static MemorySegment view(MemorySegment pointer, long size) {
+        return pointer.reinterpret(size);
+    }
+
+    /** Views a raw address as a segment of {@code size} bytes. */
+    public static MemorySegment view(long address, long size) {
+        return MemorySegment.ofAddress(address).reinterpret(size);
+    }
+
+    /** Reads a NUL-terminated C string at {@code pointer}, or null for NULL. */
+    public static String cString(MemorySegment pointer) {
+        if (pointer == null || pointer.address() == 0) {
+            return null;
+        }
+        return pointer.reinterpret(Long.MAX_VALUE).getString(0);
+    }
+}
