@@ -54,7 +54,7 @@ public final class Ucx implements AutoCloseable {
         this.options = options;
         String name = options.name() + "-" + COUNTER.incrementAndGet();
         Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
-        this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.effectiveUcxOptions(),
+        this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
                 options.environmentWins(), executor));
     }
 
@@ -127,7 +127,7 @@ public final class Ucx implements AutoCloseable {
     /** The effective UCX configuration for {@code options} as {@code KEY -> value} (keys without {@code UCX_}). */
     public static Map<String, String> config(UcxOptions options) {
         requireAvailable();
-        String text = Engine.effectiveConfig(options.effectiveUcxOptions(), options.environmentWins());
+        String text = Engine.effectiveConfig(options.ucxOptions(), options.environmentWins());
         Map<String, String> m = new LinkedHashMap<>();
         for (String line : text.split("\n")) {
             int eq = line.indexOf('=');

@@ -9,16 +9,12 @@ import java.util.Objects;
  * Settings for {@link Ucx#open(UcxOptions)}: UCX configuration (like UCX-Py's {@code ucp.init(options)}), whether
  * the environment wins over it, the progress mode and the default timeouts. Immutable; {@code with*} return copies.
  *
- * <p>ucx4j's own defaults, applied unless the environment or an option sets the key: {@code POSIX_ERROR_HANDLING=y}
- * (so shared memory stays usable on endpoints with peer-failure detection) and {@code KEEPALIVE_INTERVAL=1s} (so a
- * dead same-host peer is noticed within seconds).
+ * <p>ucx4j's own defaults, set as environment defaults before UCX loads (a {@code UCX_*} variable you set wins):
+ * {@code UCX_POSIX_ERROR_HANDLING=y} (shared memory stays usable on endpoints with peer-failure detection) and
+ * {@code UCX_KEEPALIVE_INTERVAL=1s} (a dead same-host peer is noticed within seconds). Options given here override
+ * UCP-level settings; transport-level ones ({@code POSIX_*}, {@code TCP_*}) must come from the environment.
  */
 public final class UcxOptions {
-    /** Defaults ucx4j applies unless the environment or an explicit option names the key. */
-    public static final Map<String, String> UCX4J_DEFAULTS = Map.of(
-            "POSIX_ERROR_HANDLING", "y",
-            "KEEPALIVE_INTERVAL", "1s");
-
     private final Map<String, String> ucx;
     private final boolean environmentWins;
     private final ProgressMode progressMode;
@@ -89,18 +85,6 @@ public final class UcxOptions {
 
     public Map<String, String> ucxOptions() {
         return ucx;
-    }
-
-    /** The options handed to UCX: ucx4j's defaults (where neither set here nor in the environment), then ours. */
-    public Map<String, String> effectiveUcxOptions() {
-        Map<String, String> m = new LinkedHashMap<>();
-        for (Map.Entry<String, String> d : UCX4J_DEFAULTS.entrySet()) {
-            if (!ucx.containsKey(d.getKey()) && System.getenv("UCX_" + d.getKey()) == null) {
-                m.put(d.getKey(), d.getValue());
-            }
-        }
-        m.putAll(ucx);
-        return m;
     }
 
     public boolean environmentWins() {

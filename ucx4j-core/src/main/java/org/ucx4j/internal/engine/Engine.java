@@ -10,6 +10,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandles;
 import java.net.Inet4Address;
 import java.net.Inet6Address;
 import java.net.InetAddress;
@@ -75,16 +76,24 @@ public final class Engine {
 
     // ---- upcall stubs, created once per JVM
     private static final class Stubs {
-        static final MemorySegment SEND = NativeAccess.upcall(Engine.class, "onSend",
-                FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG));
-        static final MemorySegment TAG_RECV = NativeAccess.upcall(Engine.class, "onTagRecv",
+        static final MemorySegment SEND = stub("onSend", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG));
+        static final MemorySegment TAG_RECV = stub("onTagRecv",
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG));
-        static final MemorySegment STREAM_RECV = NativeAccess.upcall(Engine.class, "onStreamRecv",
+        static final MemorySegment STREAM_RECV = stub("onStreamRecv",
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG));
-        static final MemorySegment EP_ERROR = NativeAccess.upcall(Engine.class, "onEndpointError",
+        static final MemorySegment EP_ERROR = stub("onEndpointError",
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_INT));
-        static final MemorySegment CONN_REQUEST = NativeAccess.upcall(Engine.class, "onConnRequest",
+        static final MemorySegment CONN_REQUEST = stub("onConnRequest",
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
+
+        private static MemorySegment stub(String method, FunctionDescriptor fd) {
+            try {
+                return NativeAccess.upcall(
+                        MethodHandles.lookup().findStatic(Engine.class, method, fd.toMethodType()), fd);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
     }
 
     /** Engine settings chosen by the API layer. */
@@ -113,7 +122,7 @@ public final class Engine {
     private EndpointCore[] eps = new EndpointCore[64];
     private ListenerCore[] listeners = new ListenerCore[8];
     private final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
-    private final MemorySegment reqParam, recvInfo, lenOut, pollfd, scratch, epParams, listenerParams;
+    private final MemorySegment reqParam, lenOut, pollfd, scratch, epParams, listenerParams;
     private int nextConnId = 1;
     private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
     private int idle;
@@ -125,7 +134,6 @@ public final class Engine {
         this.executor = cfg.executor();
         this.terminatedFuture = new SafeFuture<>(executor);
         this.reqParam = arena.allocate(UCP_REQUEST_PARAM);
-        this.recvInfo = arena.allocate(UCP_TAG_RECV_INFO);
         this.lenOut = arena.allocate(JAVA_LONG);
         this.pollfd = arena.allocate(8);
         this.scratch = arena.allocate(256, 16);
@@ -320,6 +328,26 @@ public final class Engine {
         submit(op);
     }
 
+    /** Runs a task on the owner thread; if it throws, or the worker closes first, {@code f} fails. */
+    private void executeFor(SafeFuture<?> f, Runnable task) {
+        Op op = new Op(executor);
+        op.kind = Op.TASK;
+        op.what = "task";
+        op.task = () -> {
+            try {
+                task.run();
+            } catch (Throwable t) {
+                f.completeExceptionally(t);
+            }
+        };
+        op.whenComplete((v, e) -> {
+            if (e != null) {
+                f.completeExceptionally(e);
+            }
+        });
+        submit(op);
+    }
+
     private UcxException closedError(String what) {
         return new EndpointClosedException(what + ": the UCX worker is closed ("
                 + Status.name(Status.ERR_NOT_CONNECTED) + ")", Status.ERR_NOT_CONNECTED);
@@ -499,16 +527,14 @@ public final class Engine {
                     }
                 }
                 int slot = allocSlot(op);
+                // UCX 1.13 reports no length/tag for an immediately completed tag receive (recv_info came in
+                // 1.14), so immediate completion is refused: the callback then runs inside ucp_tag_recv_nbx.
                 setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
-                        | UCP_OP_ATTR_FIELD_RECV_INFO, Stubs.TAG_RECV.address(), userData(slot), 0);
+                        | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Stubs.TAG_RECV.address(), userData(slot), 0);
                 long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address());
-                if (r == 0) {
-                    posted(op, slot, r, recvInfo.get(JAVA_LONG, TRI_LENGTH), recvInfo.get(JAVA_LONG, TRI_SENDER_TAG));
-                } else {
-                    posted(op, slot, r, 0, 0);
-                    if (op.request != 0) {
-                        linkPending(op);
-                    }
+                posted(op, slot, r, 0, 0);
+                if (op.request != 0) {
+                    linkPending(op);
                 }
             }
             case Op.STREAM_SEND -> {
@@ -607,7 +633,6 @@ public final class Engine {
         p.set(JAVA_LONG, RP_CB, cb);
         p.set(JAVA_LONG, RP_USER_DATA, userData);
         p.set(JAVA_INT, RP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
-        p.set(JAVA_LONG, RP_RECV_INFO, recvInfo.address());
     }
 
     private long userData(int slot) {
@@ -621,9 +646,9 @@ public final class Engine {
         } else if (Status.isError(r)) {
             releaseSlot(slot);
             complete(op, (int) r, 0, 0);
-        } else {
+        } else if (!op.done) {
             op.request = r;
-        }
+        } // else: completed (and the request freed) by its callback inside the nbx call
     }
 
     private int allocSlot(Op op) {
@@ -792,7 +817,7 @@ public final class Engine {
     public SafeFuture<EndpointCore> connect(InetSocketAddress address) {
         String peer = address.getHostString() + ":" + address.getPort();
         SafeFuture<EndpointCore> f = new SafeFuture<>(executor);
-        execute(() -> {
+        executeFor(f, () -> {
             EndpointCore c = new EndpointCore(this, nextConnId(), true, peer);
             c.connectFuture = f;
             try {
@@ -950,7 +975,7 @@ public final class Engine {
     /** Starts listening; the future completes with the bound listener. */
     public SafeFuture<ListenerCore> listen(InetSocketAddress bind, Consumer<EndpointCore> onConnection) {
         SafeFuture<ListenerCore> f = new SafeFuture<>(executor);
-        execute(() -> {
+        executeFor(f, () -> {
             ListenerCore l = new ListenerCore(this, onConnection);
             int slot = -1;
             for (int i = 0; i < listeners.length && slot < 0; i++) {

@@ -18,6 +18,15 @@ final class LibC {
 
     private static final int LC_NUMERIC = 1; // glibc
 
+    /**
+     * Defaults ucx4j gives UCX unless the environment sets them: shared memory keeps working on endpoints with
+     * peer-failure detection ({@code POSIX_ERROR_HANDLING}; UCX 1.13 drops shm for them otherwise), and a dead
+     * same-host peer is found within seconds ({@code KEEPALIVE_INTERVAL}, 20 s in UCX).
+     */
+    static final java.util.Map<String, String> DEFAULTS = java.util.Map.of(
+            "POSIX_ERROR_HANDLING", "y",
+            "KEEPALIVE_INTERVAL", "1s");
+
     static void prepareEnvironment(SymbolLookup libc) throws Throwable {
         MethodHandle setenv = NativeAccess.downcall(libc, "setenv",
                 FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT));
@@ -26,6 +35,14 @@ final class LibC {
         try (Arena a = Arena.ofConfined()) {
             // HotSpot owns SIGSEGV/SIGBUS/SIGILL/SIGFPE; UCX must not install its handlers over them.
             int rc = (int) setenv.invokeExact(a.allocateFrom("UCX_ERROR_SIGNALS"), a.allocateFrom(""), 1);
+            // ucx4j's defaults, as environment defaults so the user's UCX_* variables win (overwrite = 0). Transport
+            // options (POSIX_*) must come from the environment: ucp_config_modify cannot reach UCT iface tables.
+            for (var e : DEFAULTS.entrySet()) {
+                int r = (int) setenv.invokeExact(a.allocateFrom("UCX_" + e.getKey()), a.allocateFrom(e.getValue()), 0);
+                if (r != 0) {
+                    throw new IllegalStateException("setenv UCX_" + e.getKey() + " failed");
+                }
+            }
             // UCX's config parser reads numbers with strtod: force the C numeric locale.
             MemorySegment prev = (MemorySegment) setlocale.invokeExact(LC_NUMERIC, a.allocateFrom("C"));
             if (rc != 0 || prev.address() == 0) {

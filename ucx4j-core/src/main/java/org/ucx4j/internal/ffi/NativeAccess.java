@@ -6,8 +6,6 @@ import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.MethodType;
 import java.nio.file.Path;
 import java.util.Optional;
 
@@ -58,15 +56,9 @@ public final class NativeAccess {
         return lookup.find(name).map(a -> LINKER.downcallHandle(a, fd));
     }
 
-    /** Creates an upcall stub for a static method of {@code owner}; stubs live for the whole JVM (created once). */
-    public static MemorySegment upcall(Class<?> owner, String method, FunctionDescriptor fd) {
-        try {
-            MethodType type = fd.toMethodType();
-            MethodHandle target = MethodHandles.lookup().findStatic(owner, method, type);
-            return LINKER.upcallStub(target, fd, Arena.global());
-        } catch (ReflectiveOperationException e) {
-            throw new IllegalStateException("cannot create upcall stub for " + owner.getSimpleName() + "." + method, e);
-        }
+    /** Creates an upcall stub; call once per callback and keep it for the JVM's life. */
+    public static MemorySegment upcall(MethodHandle target, FunctionDescriptor fd) {
+        return LINKER.upcallStub(target, fd, Arena.global());
     }
 
     /** Views a raw native pointer as a segment of {@code size} bytes. */

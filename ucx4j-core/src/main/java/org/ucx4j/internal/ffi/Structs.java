@@ -195,6 +195,7 @@ public final class Structs {
     public static final int UCP_OP_ATTR_FIELD_FLAGS = 1 << 4;
     public static final int UCP_OP_ATTR_FIELD_MEMORY_TYPE = 1 << 6;
     public static final int UCP_OP_ATTR_FIELD_RECV_INFO = 1 << 7;
+    public static final int UCP_OP_ATTR_FLAG_NO_IMM_CMPL = 1 << 16;
     public static final int UCP_STREAM_RECV_FLAG_WAITALL = 1;
     public static final int UCS_MEMORY_TYPE_HOST = 0;
     public static final int UCS_CONFIG_PRINT_CONFIG = 1;
@@ -281,6 +282,7 @@ public final class Structs {
         m.put("UCP_OP_ATTR_FIELD_FLAGS", (long) UCP_OP_ATTR_FIELD_FLAGS);
         m.put("UCP_OP_ATTR_FIELD_MEMORY_TYPE", (long) UCP_OP_ATTR_FIELD_MEMORY_TYPE);
         m.put("UCP_OP_ATTR_FIELD_RECV_INFO", (long) UCP_OP_ATTR_FIELD_RECV_INFO);
+        m.put("UCP_OP_ATTR_FLAG_NO_IMM_CMPL", (long) UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
         m.put("UCP_STREAM_RECV_FLAG_WAITALL", (long) UCP_STREAM_RECV_FLAG_WAITALL);
         m.put("UCS_MEMORY_TYPE_HOST", (long) UCS_MEMORY_TYPE_HOST);
         m.put("UCS_CONFIG_PRINT_CONFIG", (long) UCS_CONFIG_PRINT_CONFIG);

@@ -1,0 +1,31 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+/** Test payloads whose every byte depends on its offset and a seed, so misplaced bytes are caught. */
+final class Data {
+    private Data() {}
+
+    static MemorySegment pattern(Arena arena, long size, int seed) {
+        MemorySegment s = arena.allocate(Math.max(1, size)).asSlice(0, size);
+        for (long i = 0; i < size; i++) {
+            s.set(ValueLayout.JAVA_BYTE, i, (byte) (i * 31 + seed));
+        }
+        return s;
+    }
+
+    static void verify(MemorySegment s, long size, int seed) {
+        assertEquals(size, s.byteSize(), "size");
+        for (long i = 0; i < size; i++) {
+            byte expect = (byte) (i * 31 + seed);
+            byte got = s.get(ValueLayout.JAVA_BYTE, i);
+            if (got != expect) {
+                assertEquals(expect, got, "byte " + i + " of " + size);
+            }
+        }
+    }
+}

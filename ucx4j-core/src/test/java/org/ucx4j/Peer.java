@@ -1,0 +1,81 @@
+package org.ucx4j;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+/** A second JVM running {@link PeerMain}; killed with SIGKILL or at close. */
+final class Peer implements AutoCloseable {
+    final Process process;
+    private final BufferedReader out;
+
+    private Peer(Process p) {
+        this.process = p;
+        this.out = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+    }
+
+    static Peer start(Map<String, String> env, List<String> jvmArgs, String... args) throws IOException {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        String flags = System.getProperty("ucx4j.test.jvm", "--enable-native-access=ALL-UNNAMED");
+        for (String f : flags.trim().split("\\s+")) {
+            if (!f.isEmpty()) {
+                cmd.add(f);
+            }
+        }
+        cmd.addAll(jvmArgs);
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add(PeerMain.class.getName());
+        cmd.addAll(List.of(args));
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT);
+        pb.environment().putAll(env);
+        return new Peer(pb.start());
+    }
+
+    static Peer start(String... args) throws IOException {
+        return start(Map.of(), List.of(), args);
+    }
+
+    /** Reads stdout until a line starting with {@code prefix}; returns the rest of it. */
+    String await(String prefix) throws Exception {
+        CompletableFuture<String> f = CompletableFuture.supplyAsync(() -> {
+            try {
+                String line;
+                while ((line = out.readLine()) != null) {
+                    if (line.startsWith(prefix)) {
+                        return line.substring(prefix.length()).trim();
+                    }
+                }
+                return null;
+            } catch (IOException e) {
+                throw new RuntimeException(e);
+            }
+        });
+        String s = f.get(60, TimeUnit.SECONDS);
+        if (s == null) {
+            throw new IllegalStateException("peer exited before printing " + prefix + " (exit "
+                    + process.waitFor() + ")");
+        }
+        return s;
+    }
+
+    void kill() throws InterruptedException {
+        process.destroyForcibly(); // SIGKILL on Unix
+        process.waitFor(30, TimeUnit.SECONDS);
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        if (process.isAlive()) {
+            kill();
+        }
+    }
+}

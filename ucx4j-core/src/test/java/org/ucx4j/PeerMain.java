@@ -1,0 +1,60 @@
+package org.ucx4j;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.time.Duration;
+
+/** The other process in cross-process tests. Prints "PORT n" / "READY" lines on stdout for the test to read. */
+public final class PeerMain {
+    public static void main(String[] args) throws Exception {
+        String mode = args[0];
+        switch (mode) {
+            case "availability" -> {
+                System.out.println("AVAILABLE " + Ucx.isAvailable());
+                System.out.println("CAUSE " + Ucx.unavailabilityCause());
+            }
+            case "serve-echo" -> {
+                try (Ucx ucx = Ucx.open(); Listener l = ucx.listen(0, PeerMain::echo)) {
+                    System.out.println("PORT " + l.port());
+                    System.out.flush();
+                    Thread.sleep(Duration.ofMinutes(10));
+                }
+            }
+            case "connect-echo" -> {
+                try (Ucx ucx = Ucx.open(); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]))) {
+                    System.out.println("CONNECTED");
+                    System.out.flush();
+                    echo(ep);
+                }
+            }
+            case "connect-hold" -> {
+                try (Ucx ucx = Ucx.open(); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]))) {
+                    ep.send(new byte[] {42}, 9);
+                    System.out.println("READY");
+                    System.out.flush();
+                    Thread.sleep(Duration.ofMinutes(10));
+                }
+            }
+            default -> throw new IllegalArgumentException(mode);
+        }
+    }
+
+    /** Echo protocol: an 8-byte length with tag 1, then the payload with tag 2, which is sent back with tag 2. */
+    static void echo(Endpoint ep) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment header = arena.allocate(8);
+            while (true) {
+                ep.recv(header, 1);
+                long size = header.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+                try (Arena a = Arena.ofConfined()) {
+                    MemorySegment payload = a.allocate(Math.max(1, size));
+                    long n = ep.recv(payload.asSlice(0, size), 2);
+                    ep.send(payload.asSlice(0, n), 2);
+                }
+            }
+        } catch (UcxException e) {
+            // peer went away: done
+        }
+    }
+}
