@@ -28,7 +28,6 @@ import org.ucx4j.internal.engine.Op;
  * are copied.
  */
 public final class Endpoint implements AutoCloseable {
-    private static final long WORKER_TAG_LIMIT = 1L << 63;
 
     private final Ucx ucx;
     private final EndpointCore core;
@@ -139,7 +138,7 @@ public final class Endpoint implements AutoCloseable {
     }
 
     static long workerTag(long tag) {
-        if (tag < 0 || tag >= WORKER_TAG_LIMIT) {
+        if (tag < 0) { // bit 63 set
             throw new IllegalArgumentException("worker-level tags are 0 .. 2^63-1 (bit 63 marks endpoint-private "
                     + "tags), got " + Long.toUnsignedString(tag));
         }

@@ -31,6 +31,8 @@ public final class EndpointCore {
     volatile int state = CONNECTING;
     volatile UcxException failure;
     volatile boolean closedLocally;
+    /** Client side: our hello, sent once the server's hello proves the connection is up. */
+    Op pendingHelloSend;
     Op pendingHead;
     int pendingCount;
     /** Completed when the handshake ends (client connect future), null on the server side. */

@@ -869,7 +869,13 @@ public final class Engine {
         send.ep = c;
         send.address = c.hello;
         send.length = HELLO_SIZE;
-        post(send);
+        if (!c.client) {
+            // UCX 1.13 aborts (wireup_ep.c assertion) if a connect fails with a send still queued on the wireup
+            // endpoint, so the client sends its hello only after the server's has arrived.
+            post(send);
+        } else {
+            c.pendingHelloSend = send;
+        }
         Op recv = new Op(executor);
         recv.kind = Op.STREAM_RECV;
         recv.what = "handshake recv";
@@ -921,6 +927,11 @@ public final class Engine {
         }
         c.peerConnId = h.get(JAVA_INT, 8);
         c.peerPid = h.get(JAVA_LONG, 16);
+        if (c.pendingHelloSend != null) {
+            Op send = c.pendingHelloSend;
+            c.pendingHelloSend = null;
+            post(send);
+        }
         c.state = EndpointCore.OPEN;
         if (c.client) {
             c.connectFuture.complete(c);
@@ -937,7 +948,9 @@ public final class Engine {
             return;
         }
         if (c.client) {
-            c.connectFuture.completeExceptionally(e);
+            c.connectFuture.completeExceptionally(e.status() == Status.ERR_UNSUPPORTED ? e
+                    : new org.ucx4j.UnreachableException("connect to " + c.peer + " failed, nobody accepted the "
+                            + "connection: " + Status.describe(e.status()), e.status(), e));
         } else {
             LOG.warn("ucx4j: rejected incoming connection from {}: {}", c.peer, e.getMessage());
         }

@@ -1,0 +1,253 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** Nothing hangs, nothing is silent: peer death, truncation, close/abort, bad input, unavailability. */
+class FailureTest {
+    static final Duration T = Duration.ofSeconds(10);
+
+    /**
+     * A peer JVM connects, then is SIGKILLed while the handler's receive is pending: the receive must fail with
+     * ConnectionResetException before its 5 s timeout (a UcxTimeoutException would mean the death went
+     * unnoticed), on the default transports (shared memory) and on TCP. The survivor then serves a new peer.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"default", "tcp"})
+    void peerKilledWhileReceivePending(String transport) throws Exception {
+        Map<String, String> env = transport.equals("tcp") ? Map.of("UCX_TLS", "tcp,rdmacm,sockcm") : Map.of();
+        UcxOptions opts = UcxOptions.defaults();
+        if (transport.equals("tcp")) {
+            opts = opts.with("TLS", "tcp,rdmacm,sockcm");
+        }
+        try (Ucx ucx = Ucx.open(opts)) {
+            CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+            CompletableFuture<Void> ready = new CompletableFuture<>();
+            AtomicReference<String> lanes = new AtomicReference<>();
+            try (Listener l = ucx.listen(0, ep -> {
+                byte[] hello = new byte[1];
+                ep.recv(hello, 9, T);
+                lanes.set(ep.info());
+                ready.complete(null);
+                try {
+                    ep.recv(new byte[16], 1, Duration.ofSeconds(5));
+                    outcome.complete(null);
+                } catch (Throwable t) {
+                    outcome.complete(t);
+                }
+            })) {
+                try (Peer p = Peer.start(env, List.of(), "connect-hold", String.valueOf(l.port()))) {
+                    p.await("READY");
+                    ready.get(30, TimeUnit.SECONDS);
+                    if (transport.equals("default")) {
+                        assertTrue(lanes.get().contains("posix") || lanes.get().contains("sysv"),
+                                "shared memory must be in use with failure detection on:\n" + lanes.get());
+                    } else {
+                        assertFalse(lanes.get().contains("posix"), lanes.get());
+                    }
+                    p.kill();
+                    Throwable t = outcome.get(30, TimeUnit.SECONDS);
+                    assertInstanceOf(ConnectionResetException.class, t, "got " + t);
+                    assertTrue(t.getMessage().contains("UCS_ERR_"), t.getMessage());
+                }
+                // the survivor still serves: a fresh peer gets an echo through a new listener
+                try (Listener echo = ucx.listen(0, PeerMain::echo); Peer p2 = Peer.start(env, List.of(),
+                        "connect-echo", "0")) {
+                    p2.process.destroy();
+                }
+                try (Peer p3 = Peer.start(env, List.of(), "serve-echo");
+                        Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p3.await("PORT")))) {
+                    echoOnce(ep, 4096);
+                }
+            }
+        }
+    }
+
+    static void echoOnce(Endpoint ep, long size) {
+        try (Arena a = Arena.ofShared()) {
+            MemorySegment header = a.allocate(8);
+            header.set(java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED, 0, size);
+            MemorySegment out = Data.pattern(a, size, 3);
+            MemorySegment in = a.allocate(size);
+            CompletableFuture<Long> r = ep.recvAsync(in, 2);
+            ep.send(header, 1, T);
+            ep.send(out, 2, T);
+            assertEquals(size, r.orTimeout(30, TimeUnit.SECONDS).join());
+            Data.verify(in, size, 3);
+        }
+    }
+
+    /** Opens a connected in-process pair and hands both ends to {@code body}. */
+    interface PairBody {
+        void run(Ucx a, Ucx b, Endpoint client, Endpoint server) throws Exception;
+    }
+
+    static void pair(PairBody body) throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                body.run(a, b, client, server);
+            }
+        }
+    }
+
+    @Test
+    void truncationIsAnErrorNotSilent() throws Exception {
+        pair((a, b, client, server) -> {
+            for (int size : new int[] {64, 256 * 1024}) { // eager and rendezvous
+                try (Arena arena = Arena.ofShared()) {
+                    MemorySegment small = arena.allocate(16);
+                    CompletableFuture<Long> r = server.recvAsync(small, 1);
+                    CompletableFuture<Long> s = client.sendAsync(Data.pattern(arena, size, 1), 1);
+                    CompletionException e = assertThrows(CompletionException.class,
+                            () -> r.orTimeout(10, TimeUnit.SECONDS).join());
+                    assertInstanceOf(MessageTruncatedException.class, e.getCause());
+                    assertTrue(e.getCause().getMessage().contains("UCS_ERR_MESSAGE_TRUNCATED"));
+                    s.handle((v, x) -> null).orTimeout(10, TimeUnit.SECONDS).join();
+                }
+            }
+            // the endpoint still works afterwards
+            byte[] got = new byte[3];
+            CompletableFuture<Long> r = server.recvAsync(got, 2);
+            client.send(new byte[] {1, 2, 3}, 2);
+            assertEquals(3, r.get(10, TimeUnit.SECONDS));
+            assertArrayEquals(new byte[] {1, 2, 3}, got);
+        });
+    }
+
+    @Test
+    void connectToClosedPortFailsClearlyWithinTimeout() throws Exception {
+        int port;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        try (Ucx ucx = Ucx.open()) {
+            UcxException e = assertThrows(UcxException.class,
+                    () -> ucx.connect("127.0.0.1", port, Duration.ofSeconds(5)));
+            assertTrue(e instanceof UnreachableException || e instanceof ConnectionResetException
+                    || e instanceof UcxTimeoutException, "got " + e);
+            assertTrue(e.getMessage().contains("UCS_ERR_"), e.getMessage());
+            assertFalse(ucx.isClosed());
+        }
+    }
+
+    @Test
+    void listenerCloseStopsAccepting() throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open()) {
+            Listener l = b.listen(0, ep -> {});
+            int port = l.port();
+            assertTrue(port > 0);
+            l.close();
+            l.close(); // idempotent
+            assertTrue(l.isClosed());
+            assertThrows(UcxException.class, () -> a.connect("127.0.0.1", port, Duration.ofSeconds(3)));
+        }
+    }
+
+    @Test
+    void closeCancelsPendingReceiveAndFailsLaterCalls() throws Exception {
+        pair((a, b, client, server) -> {
+            CompletableFuture<Throwable> closedCb = new CompletableFuture<>();
+            client.onClose(closedCb::complete);
+            CompletableFuture<Long> pending = client.recvAsync(new byte[8], 1);
+            client.close();
+            client.close(); // idempotent
+            CompletionException e = assertThrows(CompletionException.class,
+                    () -> pending.orTimeout(10, TimeUnit.SECONDS).join());
+            assertInstanceOf(EndpointClosedException.class, e.getCause());
+            assertThrows(EndpointClosedException.class, () -> client.send(new byte[1]));
+            assertFalse(client.isAlive());
+            assertTrue(client.isClosed());
+            assertNull(closedCb.get(10, TimeUnit.SECONDS), "local close reports no cause");
+            // the peer sees the connection go away
+            UcxException pe = assertThrows(UcxException.class, () -> server.recv(new byte[8], 1, T));
+            assertInstanceOf(ConnectionResetException.class, pe);
+        });
+    }
+
+    @Test
+    void abortFailsPendingAtOnce() throws Exception {
+        pair((a, b, client, server) -> {
+            CompletableFuture<Long> pending = server.recvAsync(new byte[8], 1);
+            server.abort();
+            server.abort();
+            CompletionException e = assertThrows(CompletionException.class,
+                    () -> pending.orTimeout(10, TimeUnit.SECONDS).join());
+            assertInstanceOf(EndpointClosedException.class, e.getCause());
+            server.closeFuture().get(10, TimeUnit.SECONDS);
+            assertTrue(server.isClosed());
+        });
+    }
+
+    @Test
+    void closingUcxCancelsWorkerLevelReceiveAndRejectsCalls() throws Exception {
+        Ucx ucx = Ucx.open();
+        MemorySegment buf = Arena.global().allocate(8);
+        CompletableFuture<TagMessage> r = ucx.recvTaggedAsync(buf, 5, -1);
+        ucx.close();
+        ucx.close();
+        CompletionException e = assertThrows(CompletionException.class, () -> r.orTimeout(10, TimeUnit.SECONDS).join());
+        assertInstanceOf(CanceledException.class, e.getCause());
+        assertThrows(EndpointClosedException.class, () -> ucx.listen(0, ep -> {}));
+    }
+
+    @Test
+    void receiveTimeoutCancelsAndLaterMessageIsNotLost() throws Exception {
+        pair((a, b, client, server) -> {
+            byte[] buf = new byte[4];
+            UcxTimeoutException e = assertThrows(UcxTimeoutException.class,
+                    () -> server.recv(buf, 3, Duration.ofMillis(200)));
+            assertTrue(e.getMessage().contains("UCS_ERR_TIMED_OUT"));
+            client.send(new byte[] {9, 8, 7, 6}, 3);
+            assertEquals(4, server.recv(buf, 3, T));
+            assertArrayEquals(new byte[] {9, 8, 7, 6}, buf);
+        });
+    }
+
+    @Test
+    void badArgumentsGetClearErrors() throws Exception {
+        pair((a, b, client, server) -> {
+            assertThrows(NullPointerException.class, () -> client.send((byte[]) null));
+            IllegalArgumentException heap = assertThrows(IllegalArgumentException.class,
+                    () -> client.send(MemorySegment.ofArray(new byte[4])));
+            assertTrue(heap.getMessage().contains("heap"));
+            assertThrows(IllegalArgumentException.class,
+                    () -> server.recv(java.nio.ByteBuffer.allocateDirect(4).asReadOnlyBuffer()));
+            assertThrows(IllegalArgumentException.class,
+                    () -> server.recv(Arena.global().allocate(4).asReadOnly()));
+            assertThrows(IllegalArgumentException.class, () -> server.recv(new byte[4], 0, Duration.ofSeconds(-1)));
+            assertThrows(IllegalArgumentException.class, () -> client.sendTagged(new byte[1], -5));
+            assertThrows(IllegalArgumentException.class, () -> a.connect("127.0.0.1", 0));
+            // nothing was lost or corrupted: the pair still works
+            byte[] got = new byte[2];
+            CompletableFuture<Long> r = server.recvAsync(got, 0);
+            client.send(new byte[] {4, 2});
+            assertEquals(2, r.get(10, TimeUnit.SECONDS));
+            assertArrayEquals(new byte[] {4, 2}, got);
+        });
+    }
+
+    @Test
+    void missingLibraryGivesRemedyNotStackTrace() throws Exception {
+        try (Peer p = Peer.start(Map.of(), List.of("-Ducx4j.ucx.home=/nonexistent/ucx"), "availability")) {
+            assertEquals("false", p.await("AVAILABLE"));
+            String cause = p.await("CAUSE");
+            assertTrue(cause.contains("/nonexistent/ucx") && cause.contains("UCX4J_UCX_HOME"), cause);
+            assertEquals(0, p.process.waitFor());
+        }
+    }
+}
