@@ -265,11 +265,11 @@ public final class Engine {
 
     /** A fresh op for the API layer. */
     public Op newOp() {
-        return new Op(executor);
+        return new Op(this);
     }
 
     public Op tagSend(EndpointCore ep, long address, long length, long tag, long owned, boolean blocking) {
-        Op op = new Op(executor);
+        Op op = new Op(this);
         op.kind = Op.TAG_SEND;
         op.what = "send";
         op.ep = ep;
@@ -283,7 +283,7 @@ public final class Engine {
 
     public Op tagRecv(EndpointCore ep, long address, long length, long tag, long mask, long owned, byte[] copyBack,
             boolean blocking) {
-        Op op = new Op(executor);
+        Op op = new Op(this);
         op.kind = Op.TAG_RECV;
         op.what = "recv";
         op.ep = ep;
@@ -321,7 +321,7 @@ public final class Engine {
 
     /** Runs a task on the owner thread. */
     public void execute(Runnable task) {
-        Op op = new Op(executor);
+        Op op = new Op(this);
         op.kind = Op.TASK;
         op.task = task;
         op.what = "task";
@@ -330,7 +330,7 @@ public final class Engine {
 
     /** Runs a task on the owner thread; if it throws, or the worker closes first, {@code f} fails. */
     private void executeFor(SafeFuture<?> f, Runnable task) {
-        Op op = new Op(executor);
+        Op op = new Op(this);
         op.kind = Op.TASK;
         op.what = "task";
         op.task = () -> {
@@ -863,7 +863,7 @@ public final class Engine {
         h.set(JAVA_SHORT, 4, (short) PROTOCOL_VERSION);
         h.set(JAVA_INT, 8, c.localConnId);
         h.set(JAVA_LONG, 16, ProcessHandle.current().pid());
-        Op send = new Op(executor);
+        Op send = new Op(this);
         send.kind = Op.STREAM_SEND;
         send.what = "handshake send";
         send.ep = c;
@@ -876,7 +876,7 @@ public final class Engine {
         } else {
             c.pendingHelloSend = send;
         }
-        Op recv = new Op(executor);
+        Op recv = new Op(this);
         recv.kind = Op.STREAM_RECV;
         recv.what = "handshake recv";
         recv.ep = c;
@@ -1088,7 +1088,7 @@ public final class Engine {
         }
         c.state = EndpointCore.FAILED;
         cancelPending(c);
-        Op close = new Op(executor);
+        Op close = new Op(this);
         close.kind = Op.CLOSE;
         close.what = "close";
         close.ep = c;
@@ -1140,7 +1140,7 @@ public final class Engine {
 
     /** Graceful close: cancel receives, flush sends (bounded by the caller's wait), then force-close. */
     public Op closeEndpoint(EndpointCore c) {
-        Op flush = new Op(executor);
+        Op flush = new Op(this);
         flush.kind = Op.FLUSH;
         flush.what = "close";
         flush.ep = c;

@@ -63,6 +63,27 @@ public final class Op extends SafeFuture<Long> {
         super(executor);
     }
 
+    Op(Engine engine) {
+        super(engine.executor);
+        this.engine = engine;
+    }
+
+    /** The engine that runs this op (null for the queue's stub). */
+    Engine engine;
+
+    /**
+     * Cancels the UCX operation too: a receive is withdrawn (its message goes to the next matching receive), a
+     * send in flight aborts its endpoint. The future is canceled at once; UCX lets go of the buffer shortly after.
+     */
+    @Override
+    public boolean cancel(boolean mayInterruptIfRunning) {
+        boolean r = super.cancel(mayInterruptIfRunning);
+        if (r && engine != null && !done) {
+            engine.cancel(this);
+        }
+        return r;
+    }
+
     static Op stub() {
         return new Op(Runnable::run);
     }

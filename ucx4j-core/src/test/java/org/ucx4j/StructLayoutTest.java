@@ -1,0 +1,58 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.ucx4j.internal.ffi.Structs;
+
+/** Compiles a C program against the installed UCX headers and compares every offset, size and constant we use. */
+class StructLayoutTest {
+    @Test
+    void layoutsAndConstantsMatchInstalledHeaders(@TempDir Path dir) throws Exception {
+        Path src = dir.resolve("layout_check.c");
+        try (InputStream in = getClass().getResourceAsStream("/native/layout_check.c")) {
+            Files.copy(in, src);
+        }
+        Path exe = dir.resolve("layout_check");
+        String include = System.getenv().getOrDefault("UCX4J_UCX_HOME", "/usr") + "/include";
+        Process cc = new ProcessBuilder("gcc", "-I", include, "-o", exe.toString(), src.toString())
+                .redirectErrorStream(true).start();
+        String ccOut = new String(cc.getInputStream().readAllBytes());
+        assertEquals(0, cc.waitFor(), "gcc failed (are the UCX headers installed? apt-get install libucx-dev):\n" + ccOut);
+        Process run = new ProcessBuilder(exe.toString()).start();
+        String out = new String(run.getInputStream().readAllBytes());
+        assertEquals(0, run.waitFor());
+        Map<String, long[]> c = new HashMap<>();
+        for (String line : out.split("\n")) {
+            int b = line.lastIndexOf(' '), a = line.lastIndexOf(' ', b - 1);
+            c.put(line.substring(0, a), new long[] {Long.parseLong(line.substring(a + 1, b)),
+                    Long.parseLong(line.substring(b + 1))});
+        }
+        int checked = 0;
+        for (Map.Entry<String, long[]> e : Structs.layouts().entrySet()) {
+            long[] expect = c.get(e.getKey());
+            assertNotNull(expect, "C check does not print " + e.getKey());
+            boolean wholeStruct = !e.getKey().contains(".");
+            if (wholeStruct) {
+                // UCX appends fields to params structs; ours may be shorter, never longer
+                assertTrue(e.getValue()[1] <= expect[1], e.getKey() + " size: Java " + e.getValue()[1] + " > C " + expect[1]);
+            } else {
+                assertArrayEquals(expect, e.getValue(), e.getKey() + " {offset, size}");
+            }
+            checked++;
+        }
+        for (Map.Entry<String, Long> e : Structs.constants().entrySet()) {
+            long[] expect = c.get(e.getKey());
+            assertNotNull(expect, "C check does not print " + e.getKey());
+            assertEquals(expect[0], e.getValue().longValue(), e.getKey());
+            checked++;
+        }
+        assertTrue(checked > 100, "checked " + checked);
+    }
+}
