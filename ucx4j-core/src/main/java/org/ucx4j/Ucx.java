@@ -212,7 +212,7 @@ public final class Ucx implements AutoCloseable {
         long t = Buffers.nanos(timeout);
         CompletableFuture<Endpoint> f = connectAsync(host, port);
         try {
-            return f.get(t, TimeUnit.NANOSECONDS);
+            return awaitFuture(f, t);
         } catch (TimeoutException e) {
             f.cancel(false);
             throw new UcxTimeoutException("connect to " + host + ":" + port + " timed out after "
@@ -351,9 +351,27 @@ public final class Ucx implements AutoCloseable {
         op.keepAlive(buffer);
     }
 
-    private static <T> T join(CompletableFuture<T> f, String what, long timeoutNanos) {
-        try {
+    /** Waits for a future; the worker's owner thread (caller-driven mode) progresses the worker meanwhile. */
+    private <T> T awaitFuture(CompletableFuture<T> f, long timeoutNanos)
+            throws InterruptedException, ExecutionException, TimeoutException {
+        if (!engine.isOwnerThread()) {
             return f.get(timeoutNanos, TimeUnit.NANOSECONDS);
+        }
+        long deadline = System.nanoTime() + timeoutNanos;
+        while (!f.isDone()) {
+            if (System.nanoTime() - deadline > 0) {
+                throw new TimeoutException();
+            }
+            if (engine.progressOnce() == 0) {
+                Thread.onSpinWait();
+            }
+        }
+        return f.get();
+    }
+
+    private <T> T join(CompletableFuture<T> f, String what, long timeoutNanos) {
+        try {
+            return awaitFuture(f, timeoutNanos);
         } catch (TimeoutException e) {
             throw new UcxTimeoutException(what + " timed out (" + Status.name(Status.ERR_TIMED_OUT) + ")",
                     Status.ERR_TIMED_OUT);

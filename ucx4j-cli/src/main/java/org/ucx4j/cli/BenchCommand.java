@@ -1,0 +1,11 @@
+package org.ucx4j.cli;
+
+import picocli.CommandLine.Command;
+
+@Command(name = "bench", description = "Benchmarks.", subcommands = {SendRecvBench.class})
+final class BenchCommand implements Runnable {
+    @Override
+    public void run() {
+        new picocli.CommandLine(this).usage(System.out);
+    }
+}
