@@ -289,6 +289,7 @@ public final class Endpoint implements AutoCloseable {
         Op flush = engine.closeEndpoint(core);
         try {
             engine.await(flush, t);
+            core.sayBye(); // sends are flushed: the peer may now fail what it still waits for
         } catch (UcxException e) {
             // flush failed or timed out: abort below
         }

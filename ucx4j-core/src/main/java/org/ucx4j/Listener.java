@@ -2,7 +2,7 @@ package org.ucx4j;
 
 import org.ucx4j.internal.engine.ListenerCore;
 
-/** Accepts connections on a TCP port (UCX's sockaddr connection manager). Closing it keeps accepted endpoints. */
+/** Accepts connections on a TCP port (ucx4j's handshake, then UCX endpoints by worker address). Closing it keeps accepted endpoints. */
 public final class Listener implements AutoCloseable {
     private final ListenerCore core;
 
@@ -15,7 +15,7 @@ public final class Listener implements AutoCloseable {
         return core.port();
     }
 
-    /** The bound address as UCX reports it. */
+    /** The bound address. */
     public String bindAddress() {
         return core.bindAddress();
     }
@@ -27,9 +27,7 @@ public final class Listener implements AutoCloseable {
     /** Stops accepting; idempotent; endpoints already accepted stay open. */
     @Override
     public void close() {
-        if (!core.engine().isTerminated()) {
-            core.engine().closeListener(core);
-        }
+        core.close();
     }
 
     @Override

@@ -19,6 +19,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.ucx4j.internal.engine.Engine;
+import org.ucx4j.internal.engine.Bootstrap;
 import org.ucx4j.internal.engine.EndpointCore;
 import org.ucx4j.internal.engine.ListenerCore;
 import org.ucx4j.internal.engine.Op;
@@ -55,7 +56,7 @@ public final class Ucx implements AutoCloseable {
         String name = options.name() + "-" + COUNTER.incrementAndGet();
         Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
         this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
-                options.environmentWins(), executor));
+                options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos()));
     }
 
     /** Opens UCX with ucx4j's defaults. */
@@ -176,8 +177,14 @@ public final class Ucx implements AutoCloseable {
         }
         InetSocketAddress bind = bindAddress == null ? new InetSocketAddress(port)
                 : new InetSocketAddress(bindAddress, port);
-        SafeFuture<ListenerCore> f = engine.listen(bind, c -> serve(c, handler));
-        Listener l = new Listener(join(f, "listen on " + bind, TimeUnit.SECONDS.toNanos(10)));
+        ListenerCore core;
+        try {
+            core = Bootstrap.listen(engine, bind, c -> serve(c, handler));
+        } catch (java.io.IOException e) {
+            throw new UcxException("listen on " + bind + " failed: " + e.getMessage() + " ("
+                    + Status.name(Status.ERR_IO_ERROR) + ")", Status.ERR_IO_ERROR, e);
+        }
+        Listener l = new Listener(core);
         listeners.add(l);
         return l;
     }
@@ -210,7 +217,7 @@ public final class Ucx implements AutoCloseable {
      */
     public Endpoint connect(String host, int port, Duration timeout) {
         long t = Buffers.nanos(timeout);
-        CompletableFuture<Endpoint> f = connectAsync(host, port);
+        CompletableFuture<Endpoint> f = connectAsync(host, port, t);
         try {
             return awaitFuture(f, t);
         } catch (TimeoutException e) {
@@ -229,12 +236,16 @@ public final class Ucx implements AutoCloseable {
 
     /** Connects asynchronously; cancelling the future before it completes aborts the attempt. */
     public CompletableFuture<Endpoint> connectAsync(String host, int port) {
+        return connectAsync(host, port, options.connectTimeout().toNanos());
+    }
+
+    private CompletableFuture<Endpoint> connectAsync(String host, int port, long timeoutNanos) {
         checkOpen();
         Objects.requireNonNull(host, "host");
         if (port <= 0 || port > 65535) {
             throw new IllegalArgumentException("port out of range: " + port);
         }
-        SafeFuture<EndpointCore> f = engine.connect(InetSocketAddress.createUnresolved(host, port));
+        SafeFuture<EndpointCore> f = Bootstrap.connect(engine, host, port, timeoutNanos);
         SafeFuture<Endpoint> result = new SafeFuture<>(engine.executor());
         f.whenComplete((c, e) -> {
             if (e != null) {

@@ -14,27 +14,27 @@ import java.util.Objects;
  * {@code UCX_KEEPALIVE_INTERVAL=1s} (a dead same-host peer is noticed within seconds). Options given here override
  * UCP-level settings; transport-level ones ({@code POSIX_*}, {@code TCP_*}) must come from the environment.
  */
-public final class UcxOptions {
-    private final Map<String, String> ucx;
-    private final boolean environmentWins;
-    private final ProgressMode progressMode;
-    private final Duration connectTimeout;
-    private final Duration closeTimeout;
-    private final String name;
+public final class UcxOptions implements Cloneable {
+    private Map<String, String> ucx = Map.of();
+    private boolean environmentWins;
+    private ProgressMode progressMode = ProgressMode.BACKOFF;
+    private Duration connectTimeout = Duration.ofSeconds(5);
+    private Duration closeTimeout = Duration.ofSeconds(1);
+    private String name = "ucx4j";
+    private byte[] secret;
 
-    private UcxOptions(Map<String, String> ucx, boolean environmentWins, ProgressMode progressMode,
-            Duration connectTimeout, Duration closeTimeout, String name) {
-        this.ucx = Map.copyOf(ucx);
-        this.environmentWins = environmentWins;
-        this.progressMode = progressMode;
-        this.connectTimeout = connectTimeout;
-        this.closeTimeout = closeTimeout;
-        this.name = name;
-    }
+    private UcxOptions() {}
 
     public static UcxOptions defaults() {
-        return new UcxOptions(Map.of(), false, ProgressMode.BACKOFF, Duration.ofSeconds(5), Duration.ofSeconds(1),
-                "ucx4j");
+        return new UcxOptions();
+    }
+
+    private UcxOptions copy() {
+        try {
+            return (UcxOptions) clone();
+        } catch (CloneNotSupportedException e) {
+            throw new AssertionError(e);
+        }
     }
 
     /** Sets one UCX option; the key may carry the {@code UCX_} prefix or not ({@code TLS} == {@code UCX_TLS}). */
@@ -43,7 +43,9 @@ public final class UcxOptions {
         Objects.requireNonNull(value, "value");
         Map<String, String> m = new LinkedHashMap<>(ucx);
         m.put(normalize(key), value);
-        return new UcxOptions(m, environmentWins, progressMode, connectTimeout, closeTimeout, name);
+        UcxOptions o = copy();
+        o.ucx = java.util.Collections.unmodifiableMap(m);
+        return o;
     }
 
     /** Sets several UCX options at once. */
@@ -57,30 +59,56 @@ public final class UcxOptions {
 
     /** When true, a {@code UCX_*} environment variable overrides the same option given here (default false). */
     public UcxOptions withEnvironmentWins(boolean wins) {
-        return new UcxOptions(ucx, wins, progressMode, connectTimeout, closeTimeout, name);
+        UcxOptions o = copy();
+        o.environmentWins = wins;
+        return o;
     }
 
     public UcxOptions withProgressMode(ProgressMode mode) {
-        return new UcxOptions(ucx, environmentWins, Objects.requireNonNull(mode, "mode"), connectTimeout,
-                closeTimeout, name);
+        UcxOptions o = copy();
+        o.progressMode = Objects.requireNonNull(mode, "mode");
+        return o;
     }
 
-    /** Default timeout of {@link Ucx#connect(String, int)} (5 s). */
+    /** Default timeout of {@link Ucx#connect(String, int)} and of an incoming handshake (5 s). */
     public UcxOptions withConnectTimeout(Duration timeout) {
-        return new UcxOptions(ucx, environmentWins, progressMode, positive(timeout, "connectTimeout"), closeTimeout,
-                name);
+        UcxOptions o = copy();
+        o.connectTimeout = positive(timeout, "connectTimeout");
+        return o;
     }
 
     /** How long a graceful {@link Endpoint#close()} may flush before it aborts (1 s). */
     public UcxOptions withCloseTimeout(Duration timeout) {
-        return new UcxOptions(ucx, environmentWins, progressMode, connectTimeout, positive(timeout, "closeTimeout"),
-                name);
+        UcxOptions o = copy();
+        o.closeTimeout = positive(timeout, "closeTimeout");
+        return o;
     }
 
     /** A name for the worker and its progress thread (logs, {@code info}). */
     public UcxOptions withName(String name) {
-        return new UcxOptions(ucx, environmentWins, progressMode, connectTimeout, closeTimeout,
-                Objects.requireNonNull(name, "name"));
+        UcxOptions o = copy();
+        o.name = Objects.requireNonNull(name, "name");
+        return o;
+    }
+
+    /**
+     * A shared secret both sides of every connection must prove (HMAC-SHA256 challenge/response in the handshake,
+     * the secret itself never crosses the wire). A peer without it is rejected before any UCX endpoint exists and
+     * no connection handler sees it. UCX does not encrypt the traffic that follows.
+     */
+    public UcxOptions withSecret(byte[] secret) {
+        Objects.requireNonNull(secret, "secret");
+        if (secret.length == 0) {
+            throw new IllegalArgumentException("empty secret");
+        }
+        UcxOptions o = copy();
+        o.secret = secret.clone();
+        return o;
+    }
+
+    /** The shared secret (a copy), or null. */
+    public byte[] secret() {
+        return secret == null ? null : secret.clone();
     }
 
     public Map<String, String> ucxOptions() {

@@ -25,19 +25,16 @@ public final class EndpointCore {
     final String peer;
     int slot = -1;
     long handle;
-    long hello; // 64 bytes: [0,32) ours, [32,64) the peer's
     int peerConnId;
     long peerPid;
+    String peerHost;
+    /** The handshake socket, kept open as the liveness channel (null for raw endpoints). */
+    volatile java.net.Socket control;
     volatile int state = CONNECTING;
     volatile UcxException failure;
     volatile boolean closedLocally;
-    /** Client side: our hello, sent once the server's hello proves the connection is up. */
-    Op pendingHelloSend;
     Op pendingHead;
     int pendingCount;
-    /** Completed when the handshake ends (client connect future), null on the server side. */
-    SafeFuture<EndpointCore> connectFuture;
-    ListenerCore listener;
     final SafeFuture<Void> closed;
     final List<Consumer<Throwable>> closeCallbacks = new CopyOnWriteArrayList<>();
     /** Set by the API layer: the public object handed to users. */
@@ -61,6 +58,15 @@ public final class EndpointCore {
 
     public long peerPid() {
         return peerPid;
+    }
+
+    public String peerHost() {
+        return peerHost;
+    }
+
+    /** Tells the peer over the control socket that this side closes gracefully. */
+    public void sayBye() {
+        Bootstrap.sayBye(this);
     }
 
     public boolean isAlive() {

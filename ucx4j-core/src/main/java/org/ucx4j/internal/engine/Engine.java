@@ -83,8 +83,6 @@ public final class Engine {
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG));
         static final MemorySegment EP_ERROR = stub("onEndpointError",
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_INT));
-        static final MemorySegment CONN_REQUEST = stub("onConnRequest",
-                FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG));
 
         private static MemorySegment stub(String method, FunctionDescriptor fd) {
             try {
@@ -98,7 +96,7 @@ public final class Engine {
 
     /** Engine settings chosen by the API layer. */
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
-            Executor executor) {}
+            Executor executor, byte[] secret, long handshakeTimeoutNanos) {}
 
     final int id;
     final String name;
@@ -120,10 +118,13 @@ public final class Engine {
     private int[] freeSlots = new int[256];
     private int freeTop;
     private EndpointCore[] eps = new EndpointCore[64];
-    private ListenerCore[] listeners = new ListenerCore[8];
+    private final java.util.Set<ListenerCore> listeners = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
-    private final MemorySegment reqParam, lenOut, pollfd, scratch, epParams, listenerParams;
-    private int nextConnId = 1;
+    private final MemorySegment reqParam, lenOut, pollfd, scratch, epParams;
+    private final java.util.concurrent.atomic.AtomicInteger connIds = new java.util.concurrent.atomic.AtomicInteger(1);
+    private final byte[] workerAddress;
+    final byte[] secret;
+    final long handshakeTimeoutNanos;
     private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
     private int idle;
 
@@ -132,13 +133,14 @@ public final class Engine {
         this.name = cfg.name();
         this.mode = cfg.mode();
         this.executor = cfg.executor();
+        this.secret = cfg.secret();
+        this.handshakeTimeoutNanos = cfg.handshakeTimeoutNanos();
         this.terminatedFuture = new SafeFuture<>(executor);
         this.reqParam = arena.allocate(UCP_REQUEST_PARAM);
         this.lenOut = arena.allocate(JAVA_LONG);
         this.pollfd = arena.allocate(8);
         this.scratch = arena.allocate(256, 16);
         this.epParams = arena.allocate(UCP_EP_PARAMS);
-        this.listenerParams = arena.allocate(UCP_LISTENER_PARAMS);
         for (int i = 0; i < freeSlots.length; i++) {
             freeSlots[i] = freeSlots.length - 1 - i;
         }
@@ -176,6 +178,7 @@ public final class Engine {
                 throw UcxException.of(st, "ucp_worker_get_efd");
             }
             this.efd = fd.get(JAVA_INT, 0);
+            this.workerAddress = Ucp.workerAddress(wrk);
         } catch (RuntimeException e) {
             arena.close();
             throw e;
@@ -268,8 +271,35 @@ public final class Engine {
         return new Op(this);
     }
 
+    /** One spare blocking op per thread: blocking calls then allocate nothing per message. */
+    private static final ThreadLocal<Op[]> SPARE = ThreadLocal.withInitial(() -> new Op[1]);
+    private static final Executor DIRECT = Runnable::run;
+
+    private Op op(boolean blocking) {
+        if (!blocking) {
+            return new Op(this);
+        }
+        Op[] spare = SPARE.get();
+        Op op = spare[0];
+        if (op == null) {
+            op = new Op(DIRECT);
+            op.pooled = true;
+        } else {
+            spare[0] = null;
+        }
+        op.reuse(this);
+        return op;
+    }
+
+    private static void recycle(Op op) {
+        if (op.pooled && !op.cancelRequested && op.slot < 0 && op.request == 0) {
+            op.park();
+            SPARE.get()[0] = op;
+        }
+    }
+
     public Op tagSend(EndpointCore ep, long address, long length, long tag, long owned, boolean blocking) {
-        Op op = new Op(this);
+        Op op = op(blocking);
         op.kind = Op.TAG_SEND;
         op.what = "send";
         op.ep = ep;
@@ -283,7 +313,7 @@ public final class Engine {
 
     public Op tagRecv(EndpointCore ep, long address, long length, long tag, long mask, long owned, byte[] copyBack,
             boolean blocking) {
-        Op op = new Op(this);
+        Op op = op(blocking);
         op.kind = Op.TAG_RECV;
         op.what = "recv";
         op.ep = ep;
@@ -359,6 +389,12 @@ public final class Engine {
      * is returned, not dropped.
      */
     public long await(Op op, long timeoutNanos) {
+        long r = awaitDone(op, timeoutNanos);
+        recycle(op);
+        return r;
+    }
+
+    private long awaitDone(Op op, long timeoutNanos) {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         boolean interrupted = false;
         boolean timedOut = false;
@@ -532,8 +568,7 @@ public final class Engine {
                 setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
                         | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Stubs.TAG_RECV.address(), userData(slot), 0);
                 long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address());
-                posted(op, slot, r, 0, 0);
-                if (op.request != 0) {
+                if (posted(op, slot, r, 0, 0)) {
                     linkPending(op);
                 }
             }
@@ -550,8 +585,7 @@ public final class Engine {
                         Stubs.STREAM_RECV.address(), userData(slot), UCP_STREAM_RECV_FLAG_WAITALL);
                 long r = Ucp.streamRecvNbx(op.ep.handle, op.address, op.length, lenOut.address(),
                         reqParam.address());
-                posted(op, slot, r, r == 0 ? lenOut.get(JAVA_LONG, 0) : 0, 0);
-                if (op.request != 0) {
+                if (posted(op, slot, r, r == 0 ? lenOut.get(JAVA_LONG, 0) : 0, 0)) {
                     op.ep.addPending(op);
                 }
             }
@@ -639,16 +673,26 @@ public final class Engine {
         return ((long) id << 32) | slot;
     }
 
-    private void posted(Op op, int slot, long r, long immediateLength, long immediateTag) {
+    /**
+     * Records the outcome of an nbx call; true while the op is still in flight. Once an op has finished, its
+     * waiter may already be reusing it, so the owner must not touch it again: "still in its slot" is the test.
+     */
+    private boolean posted(Op op, int slot, long r, long immediateLength, long immediateTag) {
         if (r == 0) {
             releaseSlot(slot);
             complete(op, Status.OK, immediateLength, immediateTag);
-        } else if (Status.isError(r)) {
+            return false;
+        }
+        if (Status.isError(r)) {
             releaseSlot(slot);
             complete(op, (int) r, 0, 0);
-        } else if (!op.done) {
-            op.request = r;
-        } // else: completed (and the request freed) by its callback inside the nbx call
+            return false;
+        }
+        if (slots[slot] != op) {
+            return false; // completed (and the request freed) by its callback inside the nbx call
+        }
+        op.request = r;
+        return true;
     }
 
     private int allocSlot(Op op) {
@@ -684,8 +728,6 @@ public final class Engine {
         }
         unlinkPending(op);
         switch (op.kind) {
-            case Op.STREAM_RECV -> onHelloReceived(op, status);
-            case Op.STREAM_SEND -> onHelloSent(op, status);
             case Op.FLUSH, Op.CLOSE -> op.finish(0, 0, status == Status.OK ? null : UcxException.of(status, op.what));
             default -> {
                 if (status == Status.OK) {
@@ -783,20 +825,10 @@ public final class Engine {
             Engine e = REGISTRY[(int) (arg >>> 32)];
             EndpointCore c = e.eps[(int) arg];
             if (c != null && c.handle == ep) {
-                e.deferred.add(() -> e.failEndpoint(c, status));
+                e.deferred.add(() -> e.failEndpoint(c, status, "UCX reported an endpoint error"));
             }
         } catch (Throwable t) {
             LOG.error("ucx4j endpoint error callback failed", t);
-        }
-    }
-
-    static void onConnRequest(long connRequest, long arg) {
-        try {
-            Engine e = REGISTRY[(int) (arg >>> 32)];
-            ListenerCore l = e.listeners[(int) arg];
-            e.deferred.add(() -> e.accept(l, connRequest));
-        } catch (Throwable t) {
-            LOG.error("ucx4j connection callback failed", t);
         }
     }
 
@@ -813,76 +845,49 @@ public final class Engine {
 
     // ============================================================== connections
 
-    /** Starts a client connection; the future completes after the ucx4j handshake. */
-    public SafeFuture<EndpointCore> connect(InetSocketAddress address) {
-        String peer = address.getHostString() + ":" + address.getPort();
+    /** This worker's UCX address, as sent in the handshake. */
+    byte[] workerAddress() {
+        return workerAddress;
+    }
+
+    /** A new endpoint record with a fresh connection id (any thread). */
+    EndpointCore newEndpoint(boolean client, String peer) {
+        int id = connIds.getAndIncrement() & 0x7fffffff;
+        if (id == 0) {
+            id = connIds.getAndIncrement() & 0x7fffffff;
+        }
+        return new EndpointCore(this, id, client, peer);
+    }
+
+    /** Creates the UCX endpoint to the peer's worker address, with peer failure detection; opens {@code c}. */
+    SafeFuture<EndpointCore> attach(EndpointCore c, byte[] peerAddress) {
         SafeFuture<EndpointCore> f = new SafeFuture<>(executor);
         executeFor(f, () -> {
-            EndpointCore c = new EndpointCore(this, nextConnId(), true, peer);
-            c.connectFuture = f;
+            long addr = Ucp.malloc(peerAddress.length);
             try {
-                long addrLen = writeSockaddr(scratch, address);
+                MemorySegment.copy(peerAddress, 0, NativeAccess.view(addr, peerAddress.length), JAVA_BYTE, 0,
+                        peerAddress.length);
+                int slot = allocEndpointSlot(c);
                 epParams.fill((byte) 0);
-                epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_FLAGS
+                epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
                         | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-                epParams.set(JAVA_INT, EP_FLAGS, UCP_EP_PARAMS_FLAGS_CLIENT_SERVER);
-                epParams.set(JAVA_LONG, EP_SOCKADDR_ADDR, scratch.address());
-                epParams.set(JAVA_INT, EP_SOCKADDR_LEN, (int) addrLen);
-                createEndpoint(c);
-            } catch (UcxException e) {
-                f.completeExceptionally(e);
+                epParams.set(JAVA_LONG, EP_ADDRESS, addr);
+                epParams.set(JAVA_INT, EP_ERR_MODE, UCP_ERR_HANDLING_MODE_PEER);
+                epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Stubs.EP_ERROR.address());
+                epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, ((long) id << 32) | slot);
+                int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
+                if (st != Status.OK) {
+                    eps[slot] = null;
+                    throw UcxException.of(st, "create endpoint to " + c.peer);
+                }
+                c.handle = lenOut.get(JAVA_LONG, 0);
+                c.state = EndpointCore.OPEN;
+            } finally {
+                Ucp.free(addr);
             }
+            f.complete(c);
         });
         return f;
-    }
-
-    private int nextConnId() {
-        int id = nextConnId;
-        nextConnId = (nextConnId + 1) & 0x7fffffff;
-        if (nextConnId == 0) {
-            nextConnId = 1;
-        }
-        return id;
-    }
-
-    private void createEndpoint(EndpointCore c) {
-        int slot = allocEndpointSlot(c);
-        epParams.set(JAVA_INT, EP_ERR_MODE, UCP_ERR_HANDLING_MODE_PEER);
-        epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Stubs.EP_ERROR.address());
-        epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, ((long) id << 32) | slot);
-        int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
-        if (st != Status.OK) {
-            eps[slot] = null;
-            throw UcxException.of(st, "connect to " + c.peer);
-        }
-        c.handle = lenOut.get(JAVA_LONG, 0);
-        c.hello = Ucp.malloc(2L * HELLO_SIZE);
-        MemorySegment h = NativeAccess.view(c.hello, 2L * HELLO_SIZE);
-        h.fill((byte) 0);
-        h.set(JAVA_INT, 0, HELLO_MAGIC);
-        h.set(JAVA_SHORT, 4, (short) PROTOCOL_VERSION);
-        h.set(JAVA_INT, 8, c.localConnId);
-        h.set(JAVA_LONG, 16, ProcessHandle.current().pid());
-        Op send = new Op(this);
-        send.kind = Op.STREAM_SEND;
-        send.what = "handshake send";
-        send.ep = c;
-        send.address = c.hello;
-        send.length = HELLO_SIZE;
-        if (!c.client) {
-            // UCX 1.13 aborts (wireup_ep.c assertion) if a connect fails with a send still queued on the wireup
-            // endpoint, so the client sends its hello only after the server's has arrived.
-            post(send);
-        } else {
-            c.pendingHelloSend = send;
-        }
-        Op recv = new Op(this);
-        recv.kind = Op.STREAM_RECV;
-        recv.what = "handshake recv";
-        recv.ep = c;
-        recv.address = c.hello + HELLO_SIZE;
-        recv.length = HELLO_SIZE;
-        post(recv);
     }
 
     private int allocEndpointSlot(EndpointCore c) {
@@ -900,179 +905,41 @@ public final class Engine {
         return s;
     }
 
-    private void onHelloSent(Op op, int status) {
-        if (status != Status.OK) {
-            handshakeFailed(op.ep, UcxException.of(status, "handshake with " + op.ep.peer));
-        }
-    }
-
-    private void onHelloReceived(Op op, int status) {
-        EndpointCore c = op.ep;
-        if (status != Status.OK) {
-            handshakeFailed(c, UcxException.of(status, "handshake with " + c.peer));
-            return;
-        }
-        if (c.state != EndpointCore.CONNECTING) {
-            return;
-        }
-        MemorySegment h = NativeAccess.view(c.hello + HELLO_SIZE, HELLO_SIZE);
-        int magic = h.get(JAVA_INT, 0);
-        int version = h.get(JAVA_SHORT, 4);
-        if (magic != HELLO_MAGIC || version != PROTOCOL_VERSION) {
-            handshakeFailed(c, new UcxException("handshake with " + c.peer + " failed: "
-                    + (magic != HELLO_MAGIC ? "the peer is not a ucx4j endpoint"
-                            : "protocol version mismatch: ours " + PROTOCOL_VERSION + ", peer's " + version)
-                    + " (" + Status.name(Status.ERR_UNSUPPORTED) + ")", Status.ERR_UNSUPPORTED));
-            return;
-        }
-        c.peerConnId = h.get(JAVA_INT, 8);
-        c.peerPid = h.get(JAVA_LONG, 16);
-        if (c.pendingHelloSend != null) {
-            Op send = c.pendingHelloSend;
-            c.pendingHelloSend = null;
-            post(send);
-        }
-        c.state = EndpointCore.OPEN;
-        if (c.client) {
-            c.connectFuture.complete(c);
-        } else if (c.listener != null && !c.listener.closed) {
-            ListenerCore l = c.listener;
-            executor.execute(() -> l.onConnection.accept(c));
-        } else {
-            abortOnOwner(c, null);
-        }
-    }
-
-    private void handshakeFailed(EndpointCore c, UcxException e) {
-        if (c.state != EndpointCore.CONNECTING) {
-            return;
-        }
-        if (c.client) {
-            c.connectFuture.completeExceptionally(e.status() == Status.ERR_UNSUPPORTED ? e
-                    : new org.ucx4j.UnreachableException("connect to " + c.peer + " failed, nobody accepted the "
-                            + "connection: " + Status.describe(e.status()), e.status(), e));
-        } else {
-            LOG.warn("ucx4j: rejected incoming connection from {}: {}", c.peer, e.getMessage());
-        }
-        c.failure = e;
-        abortOnOwner(c, e);
-    }
-
-    private void accept(ListenerCore l, long connRequest) {
-        String peer = "?";
-        MemorySegment attr = scratch.asSlice(0, UCP_CONN_REQUEST_ATTR.byteSize());
-        attr.set(JAVA_LONG, CRA_FIELD_MASK, UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR);
-        if (Ucp.connRequestQuery(connRequest, attr.address()) == Status.OK) {
-            InetSocketAddress a = readSockaddr(attr.asSlice(CRA_CLIENT_ADDRESS, SOCKADDR_STORAGE_SIZE));
-            if (a != null) {
-                peer = a.getHostString() + ":" + a.getPort();
-            }
-        }
-        if (l.closed) {
-            Ucp.listenerReject(l.handle, connRequest);
-            return;
-        }
-        EndpointCore c = new EndpointCore(this, nextConnId(), false, peer);
-        c.listener = l;
-        epParams.fill((byte) 0);
-        epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_CONN_REQUEST
-                | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-        epParams.set(JAVA_LONG, EP_CONN_REQUEST, connRequest);
-        try {
-            createEndpoint(c);
-        } catch (UcxException e) {
-            LOG.warn("ucx4j: could not accept a connection from {}: {}", peer, e.getMessage());
-        }
-    }
-
-    /** Starts listening; the future completes with the bound listener. */
-    public SafeFuture<ListenerCore> listen(InetSocketAddress bind, Consumer<EndpointCore> onConnection) {
-        SafeFuture<ListenerCore> f = new SafeFuture<>(executor);
-        executeFor(f, () -> {
-            ListenerCore l = new ListenerCore(this, onConnection);
-            int slot = -1;
-            for (int i = 0; i < listeners.length && slot < 0; i++) {
-                if (listeners[i] == null) {
-                    slot = i;
-                }
-            }
-            if (slot < 0) {
-                slot = listeners.length;
-                listeners = Arrays.copyOf(listeners, slot * 2);
-            }
-            listeners[slot] = l;
-            l.slot = slot;
-            long len = writeSockaddr(scratch, bind);
-            listenerParams.fill((byte) 0);
-            listenerParams.set(JAVA_LONG, LP_FIELD_MASK,
-                    UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER);
-            listenerParams.set(JAVA_LONG, LP_SOCKADDR_ADDR, scratch.address());
-            listenerParams.set(JAVA_INT, LP_SOCKADDR_LEN, (int) len);
-            listenerParams.set(JAVA_LONG, LP_CONN_CB, Stubs.CONN_REQUEST.address());
-            listenerParams.set(JAVA_LONG, LP_CONN_ARG, ((long) id << 32) | slot);
-            int st = Ucp.listenerCreate(worker, listenerParams.address(), lenOut.address());
-            if (st != Status.OK) {
-                listeners[slot] = null;
-                f.completeExceptionally(UcxException.of(st, "listen on " + bind));
-                return;
-            }
-            l.handle = lenOut.get(JAVA_LONG, 0);
-            MemorySegment attr = scratch.asSlice(0, UCP_LISTENER_ATTR.byteSize());
-            attr.set(JAVA_LONG, LA_FIELD_MASK, UCP_LISTENER_ATTR_FIELD_SOCKADDR);
-            st = Ucp.listenerQuery(l.handle, attr.address());
-            if (st == Status.OK) {
-                InetSocketAddress a = readSockaddr(attr.asSlice(LA_SOCKADDR, SOCKADDR_STORAGE_SIZE));
-                l.port = a == null ? bind.getPort() : a.getPort();
-                l.bindAddress = a == null ? bind.getHostString() : a.getHostString();
-            } else {
-                l.port = bind.getPort();
-                l.bindAddress = bind.getHostString();
-            }
-            f.complete(l);
-        });
-        return f;
-    }
-
-    public void closeListener(ListenerCore l) {
-        if (l.closed) {
-            return;
-        }
-        l.closed = true;
+    /**
+     * The control socket ended: {@code bye} when the peer closed gracefully, otherwise it died. Messages it sent
+     * before are matched first; then what is pending fails with {@link org.ucx4j.ConnectionResetException}.
+     */
+    void peerGone(EndpointCore c, boolean bye) {
         if (stopRequested) {
-            return; // the shutdown on the owner thread destroys it
+            return;
         }
-        if (Thread.currentThread() == owner) {
-            destroyListener(l);
-        } else {
-            Op op = newOp();
-            op.kind = Op.TASK;
-            op.task = () -> destroyListener(l);
-            op.what = "close listener";
-            op.blocking = true;
-            submit(op);
-            await(op, TimeUnit.SECONDS.toNanos(5));
-        }
+        execute(() -> {
+            if (c.state != EndpointCore.OPEN) {
+                return; // closing or closed locally, or already failed
+            }
+            for (int i = 0; i < 1000 && Ucp.workerProgress(worker) != 0; i++) {
+                // drain what already arrived so receives it satisfies still succeed
+            }
+            failEndpoint(c, Status.ERR_CONNECTION_RESET,
+                    bye ? "the peer closed the endpoint" : "the peer went away (control connection lost)");
+        });
     }
 
-    private void destroyListener(ListenerCore l) {
-        if (l.handle != 0) {
-            Ucp.listenerDestroy(l.handle);
-            l.handle = 0;
-            listeners[l.slot] = null;
-        }
+    void track(ListenerCore l) {
+        listeners.add(l);
+    }
+
+    void untrack(ListenerCore l) {
+        listeners.remove(l);
     }
 
     // ---- endpoint failure / close (owner thread)
 
-    private void failEndpoint(EndpointCore c, int status) {
+    private void failEndpoint(EndpointCore c, int status, String why) {
         if (c.state == EndpointCore.CLOSED || c.state == EndpointCore.FAILED) {
             return;
         }
-        UcxException cause = UcxException.of(status, "connection to " + c.peer + " lost");
-        if (c.state == EndpointCore.CONNECTING) {
-            handshakeFailed(c, cause);
-            return;
-        }
+        UcxException cause = UcxException.of(status, "connection to " + c.peer + " lost: " + why);
         c.failure = cause;
         LOG.debug("ucx4j: endpoint {} failed: {}", c, cause.getMessage());
         abortOnOwner(c, cause);
@@ -1115,12 +982,10 @@ public final class Engine {
                 eps[c.slot] = null;
             }
             c.handle = 0;
-            if (c.hello != 0 && c.pendingHead == null) {
-                Ucp.free(c.hello);
-                c.hello = 0;
-            }
+            java.net.Socket control = c.control;
             Throwable cause = c.closedLocally ? null : c.failure;
             executor.execute(() -> {
+                Bootstrap.closeQuietly(control);
                 for (Consumer<Throwable> cb : c.closeCallbacks) {
                     try {
                         cb.accept(cause);
@@ -1242,15 +1107,13 @@ public final class Engine {
                     if (op.kind == Op.TASK) {
                         runTask(op);
                     } else {
-                        failNow(op, closedError(op.what));
+                        failNow(op, new CanceledException(op.what + " canceled: the UCX worker was closed ("
+                                + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
                     }
                 }
             }
             for (ListenerCore l : listeners) {
-                if (l != null) {
-                    l.closed = true;
-                    destroyListener(l);
-                }
+                l.close();
             }
             for (EndpointCore c : eps) {
                 if (c != null) {
@@ -1294,53 +1157,5 @@ public final class Engine {
             }
         }
         return false;
-    }
-
-    // ============================================================== sockaddr
-
-    static long writeSockaddr(MemorySegment seg, InetSocketAddress a) {
-        seg.asSlice(0, SOCKADDR_STORAGE_SIZE).fill((byte) 0);
-        InetAddress ip = a.getAddress();
-        if (ip == null) {
-            try {
-                ip = InetAddress.getByName(a.getHostString());
-            } catch (UnknownHostException e) {
-                throw new org.ucx4j.UnreachableException("unknown host " + a.getHostString() + " ("
-                        + Status.name(Status.ERR_INVALID_ADDR) + ")", Status.ERR_INVALID_ADDR);
-            }
-        }
-        if (ip instanceof Inet4Address) {
-            seg.set(JAVA_SHORT, 0, (short) AF_INET);
-            seg.set(NET_SHORT, 2, (short) a.getPort());
-            MemorySegment.copy(ip.getAddress(), 0, seg, JAVA_BYTE, 4, 4);
-            return SOCKADDR_IN.byteSize();
-        }
-        seg.set(JAVA_SHORT, 0, (short) AF_INET6);
-        seg.set(NET_SHORT, 2, (short) a.getPort());
-        MemorySegment.copy(ip.getAddress(), 0, seg, JAVA_BYTE, 8, 16);
-        if (ip instanceof Inet6Address v6) {
-            seg.set(JAVA_INT, 24, v6.getScopeId());
-        }
-        return SOCKADDR_IN6.byteSize();
-    }
-
-    static InetSocketAddress readSockaddr(MemorySegment seg) {
-        int family = seg.get(JAVA_SHORT, 0);
-        int port = Short.toUnsignedInt(seg.get(NET_SHORT, 2));
-        try {
-            if (family == AF_INET) {
-                byte[] b = new byte[4];
-                MemorySegment.copy(seg, JAVA_BYTE, 4, b, 0, 4);
-                return new InetSocketAddress(InetAddress.getByAddress(b), port);
-            }
-            if (family == AF_INET6) {
-                byte[] b = new byte[16];
-                MemorySegment.copy(seg, JAVA_BYTE, 8, b, 0, 16);
-                return new InetSocketAddress(InetAddress.getByAddress(b), port);
-            }
-        } catch (UnknownHostException e) {
-            return null;
-        }
-        return null;
     }
 }

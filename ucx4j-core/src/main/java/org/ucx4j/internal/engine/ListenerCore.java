@@ -1,28 +1,29 @@
 package org.ucx4j.internal.engine;
 
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.util.function.Consumer;
 
-/** Engine-side state of one listener. */
+/** Engine-side state of one listener: the bound socket that accepts handshakes. */
 public final class ListenerCore {
     final Engine engine;
     final Consumer<EndpointCore> onConnection;
-    int slot = -1;
-    long handle;
-    int port;
-    String bindAddress;
-    volatile boolean closed;
+    final ServerSocket socket;
+    private volatile boolean closed;
 
-    ListenerCore(Engine engine, Consumer<EndpointCore> onConnection) {
+    ListenerCore(Engine engine, Consumer<EndpointCore> onConnection, ServerSocket socket) {
         this.engine = engine;
         this.onConnection = onConnection;
+        this.socket = socket;
     }
 
     public int port() {
-        return port;
+        return socket.getLocalPort();
     }
 
     public String bindAddress() {
-        return bindAddress;
+        InetSocketAddress a = (InetSocketAddress) socket.getLocalSocketAddress();
+        return a == null ? "" : a.getHostString();
     }
 
     public boolean isClosed() {
@@ -31,5 +32,12 @@ public final class ListenerCore {
 
     public Engine engine() {
         return engine;
+    }
+
+    /** Stops accepting; idempotent. Endpoints already accepted stay open. */
+    public void close() {
+        closed = true;
+        Bootstrap.closeQuietly(socket);
+        engine.untrack(this);
     }
 }

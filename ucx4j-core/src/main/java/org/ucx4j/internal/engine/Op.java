@@ -58,6 +58,8 @@ public final class Op extends SafeFuture<Long> {
     long senderTag;
     UcxException error;
     volatile boolean done;
+    /** A blocking op recycled per thread by {@link Engine#await} once it is done and nothing refers to it. */
+    boolean pooled;
 
     Op(Executor executor) {
         super(executor);
@@ -84,6 +86,34 @@ public final class Op extends SafeFuture<Long> {
         return r;
     }
 
+    /** Readies a recycled blocking op for its next use (the submitting thread only, before submit). */
+    void reuse(Engine e) {
+        engine = e;
+        next = null;
+        cancelRequested = false;
+        request = 0;
+        slot = -1;
+        pendingPrev = pendingNext = null;
+        copyBack = null;
+        owned = 0;
+        task = null;
+        mask = 0;
+        error = null;
+        resultLength = 0;
+        senderTag = 0;
+        done = false;
+    }
+
+    /** Drops references a parked spare op would otherwise keep alive. */
+    void park() {
+        engine = null;
+        ep = null;
+        waiter = null;
+        keepAlive = null;
+        copyBack = null;
+        error = null;
+    }
+
     static Op stub() {
         return new Op(Runnable::run);
     }
@@ -108,7 +138,7 @@ public final class Op extends SafeFuture<Long> {
         this.done = true;
         if (blocking) {
             Thread w = waiter;
-            if (w != null) {
+            if (w != null && w != Thread.currentThread()) {
                 LockSupport.unpark(w);
             }
         } else if (err != null) {

@@ -134,6 +134,7 @@ public final class Structs {
     public static final long EP_ERR_HANDLER_CB = off(UCP_EP_PARAMS, "err_handler") + off(UCP_ERR_HANDLER, "cb");
     public static final long EP_ERR_HANDLER_ARG = off(UCP_EP_PARAMS, "err_handler") + off(UCP_ERR_HANDLER, "arg");
     public static final long EP_FLAGS = off(UCP_EP_PARAMS, "flags");
+    public static final long EP_ADDRESS = off(UCP_EP_PARAMS, "address");
     public static final long EP_SOCKADDR_ADDR = off(UCP_EP_PARAMS, "sockaddr") + off(UCS_SOCK_ADDR, "addr");
     public static final long EP_SOCKADDR_LEN = off(UCP_EP_PARAMS, "sockaddr") + off(UCS_SOCK_ADDR, "addrlen");
     public static final long EP_CONN_REQUEST = off(UCP_EP_PARAMS, "conn_request");
@@ -175,6 +176,7 @@ public final class Structs {
     public static final int UCP_WAKEUP_TAG_RECV = 1 << 3;
     public static final int UCP_WAKEUP_TX = 1 << 10;
     public static final int UCP_WAKEUP_RX = 1 << 11;
+    public static final long UCP_EP_PARAM_FIELD_REMOTE_ADDRESS = 1L << 0;
     public static final long UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE = 1L << 1;
     public static final long UCP_EP_PARAM_FIELD_ERR_HANDLER = 1L << 2;
     public static final long UCP_EP_PARAM_FIELD_SOCK_ADDR = 1L << 4;
@@ -262,6 +264,7 @@ public final class Structs {
         m.put("UCP_WAKEUP_TAG_RECV", (long) UCP_WAKEUP_TAG_RECV);
         m.put("UCP_WAKEUP_TX", (long) UCP_WAKEUP_TX);
         m.put("UCP_WAKEUP_RX", (long) UCP_WAKEUP_RX);
+        m.put("UCP_EP_PARAM_FIELD_REMOTE_ADDRESS", UCP_EP_PARAM_FIELD_REMOTE_ADDRESS);
         m.put("UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE", UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE);
         m.put("UCP_EP_PARAM_FIELD_ERR_HANDLER", UCP_EP_PARAM_FIELD_ERR_HANDLER);
         m.put("UCP_EP_PARAM_FIELD_SOCK_ADDR", UCP_EP_PARAM_FIELD_SOCK_ADDR);

@@ -26,88 +26,106 @@ public final class Ucp {
     private static final FunctionDescriptor I_LLL = FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG);
     private static final FunctionDescriptor V_LL = FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG);
 
-    private static final class Holder {
+    private static final FunctionDescriptor L_LL = FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG);
+    private static final FunctionDescriptor L_LLLL = FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG,
+            JAVA_LONG);
+    private static final FunctionDescriptor L_LLLLL = FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG,
+            JAVA_LONG, JAVA_LONG);
+    private static final FunctionDescriptor L_LLLLLL = FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG,
+            JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG);
+
+    /** The library, loaded once; a failure is kept and reported, never thrown from class init. */
+    private static final class Lib {
         static final Throwable FAILURE;
         static final String LOCATION;
-        static final MethodHandle GET_VERSION, CONFIG_READ, CONFIG_MODIFY, CONFIG_RELEASE, CONFIG_PRINT, INIT_VERSION,
-                CLEANUP, CONTEXT_PRINT_INFO, WORKER_CREATE, WORKER_DESTROY, WORKER_PRINT_INFO, WORKER_PROGRESS,
-                WORKER_GET_EFD, WORKER_ARM, WORKER_SIGNAL, LISTENER_CREATE, LISTENER_DESTROY, LISTENER_QUERY,
-                LISTENER_REJECT, CONN_REQUEST_QUERY, EP_CREATE, EP_CLOSE_NBX, EP_PRINT_INFO, TAG_SEND_NBX,
-                TAG_RECV_NBX, STREAM_SEND_NBX, STREAM_RECV_NBX, EP_FLUSH_NBX, REQUEST_CANCEL, REQUEST_FREE, REQUEST_CHECK_STATUS,
-                STATUS_STRING, POLL, OPEN_MEMSTREAM, FCLOSE, FREE, MALLOC;
+        static final SymbolLookup UCP, UCS, LIBC;
 
         static {
             Throwable failure = null;
             String location = null;
-            MethodHandle[] h = new MethodHandle[37];
+            SymbolLookup ucp = null, ucs = null, libc = null;
             try {
-                SymbolLookup libc = NativeAccess.defaultLookup();
+                libc = NativeAccess.defaultLookup();
                 LibC.prepareEnvironment(libc);
                 UcxLibrary lib = UcxLibrary.load();
                 location = lib.location;
-                SymbolLookup ucp = lib.ucp;
-                SymbolLookup ucs = lib.ucs;
-                Linker.Option critical = Linker.Option.critical(false);
-                int i = 0;
-                h[i++] = NativeAccess.downcall(ucp, "ucp_get_version",
-                        FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_config_read", I_LLL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_config_modify", I_LLL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_config_release", V_L);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_config_print",
-                        FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_init_version",
-                        FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_cleanup", V_L);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_context_print_info", V_LL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_worker_create", I_LLL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_worker_destroy", V_L);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_worker_print_info", V_LL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_worker_progress", I_L);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_worker_get_efd", I_LL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_worker_arm", I_L);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_worker_signal", I_L, critical);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_listener_create", I_LLL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_listener_destroy", V_L);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_listener_query", I_LL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_listener_reject", I_LL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_conn_request_query", I_LL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_ep_create", I_LLL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_ep_close_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_ep_print_info", V_LL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_tag_send_nbx",
-                        FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_tag_recv_nbx",
-                        FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_stream_send_nbx",
-                        FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_stream_recv_nbx",
-                        FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_ep_flush_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG));
-                h[i++] = NativeAccess.downcall(ucp, "ucp_request_cancel", V_LL);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_request_free", V_L);
-                h[i++] = NativeAccess.downcall(ucp, "ucp_request_check_status", I_L);
-                h[i++] = NativeAccess.downcall(ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT), critical);
-                h[i++] = NativeAccess.downcall(libc, "poll", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
-                h[i++] = NativeAccess.downcall(libc, "open_memstream", L_L.appendArgumentLayouts(JAVA_LONG));
-                h[i++] = NativeAccess.downcall(libc, "fclose", I_L);
-                h[i++] = NativeAccess.downcall(libc, "free", V_L);
-                h[i++] = NativeAccess.downcall(libc, "malloc", L_L);
+                ucp = lib.ucp;
+                ucs = lib.ucs;
             } catch (Throwable t) {
                 failure = t;
             }
             FAILURE = failure;
             LOCATION = location;
-            int i = 0;
-            GET_VERSION = h[i++]; CONFIG_READ = h[i++]; CONFIG_MODIFY = h[i++]; CONFIG_RELEASE = h[i++];
-            CONFIG_PRINT = h[i++]; INIT_VERSION = h[i++]; CLEANUP = h[i++]; CONTEXT_PRINT_INFO = h[i++];
-            WORKER_CREATE = h[i++]; WORKER_DESTROY = h[i++]; WORKER_PRINT_INFO = h[i++]; WORKER_PROGRESS = h[i++];
-            WORKER_GET_EFD = h[i++]; WORKER_ARM = h[i++]; WORKER_SIGNAL = h[i++]; LISTENER_CREATE = h[i++];
-            LISTENER_DESTROY = h[i++]; LISTENER_QUERY = h[i++]; LISTENER_REJECT = h[i++];
-            CONN_REQUEST_QUERY = h[i++]; EP_CREATE = h[i++]; EP_CLOSE_NBX = h[i++]; EP_PRINT_INFO = h[i++];
-            TAG_SEND_NBX = h[i++]; TAG_RECV_NBX = h[i++]; STREAM_SEND_NBX = h[i++]; STREAM_RECV_NBX = h[i++]; EP_FLUSH_NBX = h[i++];
-            REQUEST_CANCEL = h[i++]; REQUEST_FREE = h[i++]; REQUEST_CHECK_STATUS = h[i++]; STATUS_STRING = h[i++];
-            POLL = h[i++]; OPEN_MEMSTREAM = h[i++]; FCLOSE = h[i++]; FREE = h[i++]; MALLOC = h[i++];
+            UCP = ucp;
+            UCS = ucs;
+            LIBC = libc;
+        }
+    }
+
+    /** Downcall handles, resolved when the library loaded; a missing symbol fails the whole load. */
+    private static final class Holder {
+        static Throwable failure = Lib.FAILURE;
+        static final Linker.Option CRITICAL = Linker.Option.critical(false);
+
+        static final MethodHandle GET_VERSION = ucp("ucp_get_version",
+                FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG));
+        static final MethodHandle CONFIG_READ = ucp("ucp_config_read", I_LLL);
+        static final MethodHandle CONFIG_MODIFY = ucp("ucp_config_modify", I_LLL);
+        static final MethodHandle CONFIG_RELEASE = ucp("ucp_config_release", V_L);
+        static final MethodHandle CONFIG_PRINT = ucp("ucp_config_print",
+                FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_INT));
+        static final MethodHandle INIT_VERSION = ucp("ucp_init_version",
+                FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+        static final MethodHandle CLEANUP = ucp("ucp_cleanup", V_L);
+        static final MethodHandle CONTEXT_PRINT_INFO = ucp("ucp_context_print_info", V_LL);
+        static final MethodHandle WORKER_CREATE = ucp("ucp_worker_create", I_LLL);
+        static final MethodHandle WORKER_DESTROY = ucp("ucp_worker_destroy", V_L);
+        static final MethodHandle WORKER_PRINT_INFO = ucp("ucp_worker_print_info", V_LL);
+        static final MethodHandle WORKER_PROGRESS = ucp("ucp_worker_progress", I_L);
+        static final MethodHandle WORKER_GET_EFD = ucp("ucp_worker_get_efd", I_LL);
+        static final MethodHandle WORKER_ARM = ucp("ucp_worker_arm", I_L);
+        static final MethodHandle WORKER_SIGNAL = ucp("ucp_worker_signal", I_L, CRITICAL);
+        static final MethodHandle WORKER_GET_ADDRESS = ucp("ucp_worker_get_address", I_LLL);
+        static final MethodHandle WORKER_RELEASE_ADDRESS = ucp("ucp_worker_release_address", V_LL);
+        static final MethodHandle EP_CREATE = ucp("ucp_ep_create", I_LLL);
+        static final MethodHandle EP_CLOSE_NBX = ucp("ucp_ep_close_nbx", L_LL);
+        static final MethodHandle EP_PRINT_INFO = ucp("ucp_ep_print_info", V_LL);
+        static final MethodHandle TAG_SEND_NBX = ucp("ucp_tag_send_nbx", L_LLLLL);
+        static final MethodHandle TAG_RECV_NBX = ucp("ucp_tag_recv_nbx", L_LLLLLL);
+        static final MethodHandle STREAM_SEND_NBX = ucp("ucp_stream_send_nbx", L_LLLL);
+        static final MethodHandle STREAM_RECV_NBX = ucp("ucp_stream_recv_nbx", L_LLLLL);
+        static final MethodHandle EP_FLUSH_NBX = ucp("ucp_ep_flush_nbx", L_LL);
+        static final MethodHandle REQUEST_CANCEL = ucp("ucp_request_cancel", V_LL);
+        static final MethodHandle REQUEST_FREE = ucp("ucp_request_free", V_L);
+        static final MethodHandle REQUEST_CHECK_STATUS = ucp("ucp_request_check_status", I_L);
+        static final MethodHandle STATUS_STRING = lookup(Lib.UCS, "ucs_status_string",
+                FunctionDescriptor.of(ADDRESS, JAVA_INT), CRITICAL);
+        static final MethodHandle POLL = libc("poll", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
+        static final MethodHandle OPEN_MEMSTREAM = libc("open_memstream", L_LL);
+        static final MethodHandle FCLOSE = libc("fclose", I_L);
+        static final MethodHandle FREE = libc("free", V_L);
+        static final MethodHandle MALLOC = libc("malloc", L_L);
+        static final Throwable FAILURE = failure;
+
+        private static MethodHandle ucp(String name, FunctionDescriptor fd, Linker.Option... options) {
+            return lookup(Lib.UCP, name, fd, options);
+        }
+
+        private static MethodHandle libc(String name, FunctionDescriptor fd) {
+            return lookup(Lib.LIBC, name, fd);
+        }
+
+        private static MethodHandle lookup(SymbolLookup lib, String name, FunctionDescriptor fd,
+                Linker.Option... options) {
+            if (failure != null || lib == null) {
+                return null;
+            }
+            try {
+                return NativeAccess.downcall(lib, name, fd, options);
+            } catch (Throwable t) {
+                failure = t;
+                return null;
+            }
         }
     }
 
@@ -118,7 +136,7 @@ public final class Ucp {
 
     /** Where libucp was loaded from (for {@code info}). */
     public static String location() {
-        return Holder.LOCATION;
+        return Lib.LOCATION;
     }
 
     public static void ensureLoaded() {
@@ -203,24 +221,22 @@ public final class Ucp {
         try { return (int) Holder.WORKER_SIGNAL.invokeExact(worker); } catch (Throwable t) { throw rethrow(t); }
     }
 
-    public static int listenerCreate(long worker, long params, long listenerOut) {
-        try { return (int) Holder.LISTENER_CREATE.invokeExact(worker, params, listenerOut); } catch (Throwable t) { throw rethrow(t); }
-    }
-
-    public static void listenerDestroy(long listener) {
-        try { Holder.LISTENER_DESTROY.invokeExact(listener); } catch (Throwable t) { throw rethrow(t); }
-    }
-
-    public static int listenerQuery(long listener, long attr) {
-        try { return (int) Holder.LISTENER_QUERY.invokeExact(listener, attr); } catch (Throwable t) { throw rethrow(t); }
-    }
-
-    public static int listenerReject(long listener, long connRequest) {
-        try { return (int) Holder.LISTENER_REJECT.invokeExact(listener, connRequest); } catch (Throwable t) { throw rethrow(t); }
-    }
-
-    public static int connRequestQuery(long connRequest, long attr) {
-        try { return (int) Holder.CONN_REQUEST_QUERY.invokeExact(connRequest, attr); } catch (Throwable t) { throw rethrow(t); }
+    /** This worker's address bytes ({@code ucp_worker_get_address}, copied and released). */
+    public static byte[] workerAddress(long worker) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment out = a.allocate(JAVA_LONG, 2);
+            int st = (int) Holder.WORKER_GET_ADDRESS.invokeExact(worker, out.address(), out.address() + 8);
+            if (st != Status.OK) {
+                throw new IllegalStateException("ucp_worker_get_address failed: " + statusString(st));
+            }
+            long addr = out.getAtIndex(JAVA_LONG, 0);
+            long len = out.getAtIndex(JAVA_LONG, 1);
+            byte[] b = NativeAccess.view(addr, len).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+            Holder.WORKER_RELEASE_ADDRESS.invokeExact(worker, addr);
+            return b;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public static int epCreate(long worker, long params, long epOut) {

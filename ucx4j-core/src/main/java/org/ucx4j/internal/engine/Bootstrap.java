@@ -1,0 +1,197 @@
+package org.ucx4j.internal.engine;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.net.NoRouteToHostException;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.UnknownHostException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.ucx4j.UcxException;
+import org.ucx4j.UcxTimeoutException;
+import org.ucx4j.UnreachableException;
+import org.ucx4j.internal.ffi.Status;
+
+/**
+ * Connection set-up: a TCP socket carries the {@link Handshake}, then each side creates a UCX endpoint to the other's
+ * worker address, and the socket stays as the liveness channel. All of it runs on virtual threads, never on the
+ * worker's owner thread, which only creates the endpoint.
+ */
+public final class Bootstrap {
+    private static final Logger LOG = LoggerFactory.getLogger(Bootstrap.class);
+
+    private Bootstrap() {}
+
+    /** Connects to a ucx4j listener; the future completes once both the handshake and the UCX endpoint are up. */
+    public static SafeFuture<EndpointCore> connect(Engine engine, String host, int port, long timeoutNanos) {
+        SafeFuture<EndpointCore> f = new SafeFuture<>(engine.executor);
+        String peer = host + ":" + port;
+        Thread.ofVirtual().name("ucx4j-connect-" + peer).start(() -> {
+            long deadline = System.nanoTime() + timeoutNanos;
+            Socket s = new Socket();
+            EndpointCore c = null;
+            try {
+                s.setTcpNoDelay(true);
+                s.setKeepAlive(true);
+                s.connect(new InetSocketAddress(host, port), millis(timeoutNanos));
+                c = engine.newEndpoint(true, peer);
+                open(engine, c, s, deadline);
+                if (!f.complete(c)) {
+                    engine.abortEndpoint(c); // the caller gave up
+                }
+            } catch (Throwable t) {
+                closeQuietly(s);
+                f.completeExceptionally(mapConnectError(t, peer, timeoutNanos));
+            }
+        });
+        return f;
+    }
+
+    /** Binds a listening socket; each accepted connection is handshaken on its own virtual thread. */
+    public static ListenerCore listen(Engine engine, InetSocketAddress bind, Consumer<EndpointCore> onConnection)
+            throws IOException {
+        ServerSocket ss = new ServerSocket();
+        try {
+            ss.setReuseAddress(true);
+            ss.bind(bind, 128);
+        } catch (IOException e) {
+            closeQuietly(ss);
+            throw e;
+        }
+        ListenerCore l = new ListenerCore(engine, onConnection, ss);
+        engine.track(l);
+        Thread.ofVirtual().name("ucx4j-accept-" + l.port()).start(() -> acceptLoop(engine, l));
+        return l;
+    }
+
+    private static void acceptLoop(Engine engine, ListenerCore l) {
+        while (!l.isClosed()) {
+            Socket s;
+            try {
+                s = l.socket.accept();
+            } catch (IOException e) {
+                if (!l.isClosed()) {
+                    LOG.warn("ucx4j: listener on port {} stopped accepting: {}", l.port(), e.toString());
+                    l.close();
+                }
+                return;
+            }
+            Thread.ofVirtual().name("ucx4j-accepted-" + s.getRemoteSocketAddress()).start(() -> serve(engine, l, s));
+        }
+    }
+
+    private static void serve(Engine engine, ListenerCore l, Socket s) {
+        InetSocketAddress remote = (InetSocketAddress) s.getRemoteSocketAddress();
+        String peer = remote.getHostString() + ":" + remote.getPort();
+        long timeout = engine.handshakeTimeoutNanos;
+        EndpointCore c = null;
+        try {
+            s.setTcpNoDelay(true);
+            s.setKeepAlive(true);
+            c = engine.newEndpoint(false, peer);
+            open(engine, c, s, System.nanoTime() + timeout);
+        } catch (Throwable t) {
+            closeQuietly(s);
+            LOG.warn("ucx4j: rejected incoming connection from {}: {}", peer, t.getMessage());
+            return;
+        }
+        if (l.isClosed()) {
+            engine.abortEndpoint(c);
+            return;
+        }
+        l.onConnection.accept(c);
+    }
+
+    /** Handshake, UCX endpoint creation, liveness watch. */
+    private static void open(Engine engine, EndpointCore c, Socket s, long deadline) throws Exception {
+        s.setSoTimeout(Math.max(1, millis(deadline - System.nanoTime())));
+        Handshake.Peer p = Handshake.run(s, c.client, c.localConnId, engine.workerAddress(), engine.secret,
+                c.peer);
+        s.setSoTimeout(0);
+        c.peerConnId = p.connId();
+        c.peerPid = p.pid();
+        c.peerHost = p.host();
+        c.control = s;
+        SafeFuture<EndpointCore> attached = engine.attach(c, p.workerAddress());
+        try {
+            attached.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            engine.abortEndpoint(c);
+            throw e;
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof Exception x ? x : e;
+        }
+        Thread.ofVirtual().name("ucx4j-watch-" + c.peer).start(() -> watch(engine, c, s));
+    }
+
+    /** Blocks on the control socket until the peer says goodbye or goes away. */
+    private static void watch(Engine engine, EndpointCore c, Socket s) {
+        boolean bye = false;
+        try {
+            InputStream in = s.getInputStream();
+            int b;
+            while ((b = in.read()) >= 0) {
+                if (b == Handshake.BYE) {
+                    bye = true;
+                    break;
+                }
+            }
+        } catch (IOException e) {
+            // reset, or closed by us
+        }
+        engine.peerGone(c, bye);
+    }
+
+    /** Tells the peer this side closes gracefully (after its sends were flushed). Never throws. */
+    static void sayBye(EndpointCore c) {
+        Socket s = c.control;
+        if (s != null && !s.isClosed()) {
+            try {
+                s.getOutputStream().write(Handshake.BYE);
+                s.getOutputStream().flush();
+            } catch (IOException e) {
+                // the peer is gone already
+            }
+        }
+    }
+
+    static void closeQuietly(AutoCloseable c) {
+        if (c != null) {
+            try {
+                c.close();
+            } catch (Exception e) {
+                // nothing to do
+            }
+        }
+    }
+
+    private static int millis(long nanos) {
+        return (int) Math.min(Integer.MAX_VALUE, Math.max(1, TimeUnit.NANOSECONDS.toMillis(nanos)));
+    }
+
+    private static Throwable mapConnectError(Throwable t, String peer, long timeoutNanos) {
+        if (t instanceof UcxException) {
+            return t;
+        }
+        if (t instanceof SocketTimeoutException || t instanceof TimeoutException) {
+            return new UcxTimeoutException("connect to " + peer + " timed out after "
+                    + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms (" + Status.name(Status.ERR_TIMED_OUT)
+                    + ")", Status.ERR_TIMED_OUT);
+        }
+        if (t instanceof ConnectException || t instanceof NoRouteToHostException
+                || t instanceof UnknownHostException) {
+            return new UnreachableException("connect to " + peer + " failed: nobody accepts connections there ("
+                    + t.getMessage() + ", " + Status.name(Status.ERR_UNREACHABLE) + ")", Status.ERR_UNREACHABLE, t);
+        }
+        return new UnreachableException("connect to " + peer + " failed: " + t + " ("
+                + Status.name(Status.ERR_UNREACHABLE) + ")", Status.ERR_UNREACHABLE, t);
+    }
+}

@@ -1,0 +1,148 @@
+package org.ucx4j.internal.engine;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.Socket;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.security.SecureRandom;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+import org.ucx4j.UcxException;
+import org.ucx4j.internal.ffi.Status;
+
+/**
+ * The ucx4j connection handshake, run over a plain TCP socket before any UCX endpoint exists:
+ * <ol>
+ *   <li>both sides send a hello: magic, protocol version, flags, connection id, pid, host name, a fresh nonce;
+ *   <li>with a shared secret, each side proves it with HMAC-SHA256 over the other's nonce and says OK or REJECT;
+ *   <li>only then are the UCX worker addresses exchanged, so an unauthenticated peer never learns ours.
+ * </ol>
+ * Each side then creates a UCX endpoint to the other's worker address (the path {@code ucx_perftest} takes, which
+ * keeps shared memory on the fast path). The socket stays open as the liveness channel: a {@link #BYE} byte
+ * announces a graceful close, end-of-stream without it means the peer died.
+ */
+final class Handshake {
+    static final int MAGIC = 0x55435834; // "UCX4"
+    static final int VERSION = 2;
+    static final int FLAG_SECRET = 1;
+    static final int MAX_ADDRESS = 1 << 20;
+    static final int NONCE = 16;
+    static final byte OK = 1, REJECT = 2, BYE = 0x42;
+    private static final SecureRandom RANDOM = new SecureRandom();
+    private static final String LOCAL_HOST = localHost();
+
+    /** What the peer told us. */
+    record Peer(int connId, long pid, String host, byte[] workerAddress) {}
+
+    private Handshake() {}
+
+    /**
+     * Runs the handshake on a connected socket; the caller closes it on failure.
+     *
+     * @throws UcxException for a peer that is not ucx4j, speaks another version, or fails authentication
+     * @throws IOException when the socket fails or times out
+     */
+    static Peer run(Socket s, boolean client, int connId, byte[] ourAddress, byte[] secret, String peerName)
+            throws IOException {
+        DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream(), 512));
+        DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 512));
+        byte[] ourNonce = new byte[NONCE];
+        RANDOM.nextBytes(ourNonce);
+        out.writeInt(MAGIC);
+        out.writeShort(VERSION);
+        out.writeShort(secret != null ? FLAG_SECRET : 0);
+        out.writeInt(connId);
+        out.writeLong(ProcessHandle.current().pid());
+        out.writeUTF(LOCAL_HOST);
+        out.write(ourNonce);
+        out.flush();
+
+        int magic = in.readInt();
+        if (magic != MAGIC) {
+            throw fail(peerName, "the peer is not a ucx4j endpoint", Status.ERR_UNSUPPORTED);
+        }
+        int version = in.readUnsignedShort();
+        if (version != VERSION) {
+            throw fail(peerName, "protocol version mismatch: ours is " + VERSION + ", the peer's is " + version,
+                    Status.ERR_UNSUPPORTED);
+        }
+        int flags = in.readUnsignedShort();
+        int peerConnId = in.readInt();
+        long pid = in.readLong();
+        String host = in.readUTF();
+        byte[] peerNonce = in.readNBytes(NONCE);
+        if (peerNonce.length != NONCE) {
+            throw new EOFException("handshake cut short");
+        }
+
+        boolean peerHasSecret = (flags & FLAG_SECRET) != 0;
+        if (secret == null && peerHasSecret) {
+            throw fail(peerName, "the peer requires a shared secret and none is configured here",
+                    Status.ERR_REJECTED);
+        }
+        if (secret != null && !peerHasSecret) {
+            throw fail(peerName, "the peer offered no shared secret", Status.ERR_REJECTED);
+        }
+        if (secret != null) {
+            out.write(proof(secret, client, peerNonce, ourNonce));
+            out.flush();
+            byte[] theirs = in.readNBytes(32);
+            boolean good = MessageDigest.isEqual(theirs, proof(secret, !client, ourNonce, peerNonce));
+            out.writeByte(good ? OK : REJECT);
+            out.flush();
+            if (!good) {
+                throw fail(peerName, "the peer could not prove the shared secret", Status.ERR_REJECTED);
+            }
+            int verdict = in.read();
+            if (verdict != OK) {
+                throw fail(peerName, "the peer rejected our shared secret", Status.ERR_REJECTED);
+            }
+        }
+
+        out.writeInt(ourAddress.length);
+        out.write(ourAddress);
+        out.flush();
+        int len = in.readInt();
+        if (len <= 0 || len > MAX_ADDRESS) {
+            throw fail(peerName, "bad worker address length " + len, Status.ERR_INVALID_ADDR);
+        }
+        byte[] address = in.readNBytes(len);
+        if (address.length != len) {
+            throw new EOFException("handshake cut short");
+        }
+        return new Peer(peerConnId, pid, host, address);
+    }
+
+    /** HMAC-SHA256 over a role label and both nonces (the verifier's first): no replay, no reflection. */
+    private static byte[] proof(byte[] secret, boolean fromClient, byte[] verifierNonce, byte[] proverNonce) {
+        try {
+            Mac mac = Mac.getInstance("HmacSHA256");
+            mac.init(new SecretKeySpec(secret, "HmacSHA256"));
+            mac.update((byte) (fromClient ? 'C' : 'S'));
+            mac.update(verifierNonce);
+            mac.update(proverNonce);
+            return mac.doFinal();
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("HmacSHA256 unavailable", e);
+        }
+    }
+
+    private static UcxException fail(String peer, String why, int status) {
+        return new UcxException("handshake with " + peer + " failed: " + why + " (" + Status.name(status) + ")",
+                status);
+    }
+
+    private static String localHost() {
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (IOException e) {
+            return "localhost";
+        }
+    }
+}
