@@ -2,7 +2,7 @@ package org.ucx4j.cli;
 
 import picocli.CommandLine.Command;
 
-@Command(name = "bench", description = "Benchmarks.", subcommands = {SendRecvBench.class})
+@Command(name = "bench", description = "Benchmarks.", subcommands = {SendRecvBench.class, SweepBench.class, SweepBench.Server.class})
 final class BenchCommand implements Runnable {
     @Override
     public void run() {

@@ -1,0 +1,113 @@
+package org.ucx4j.cli;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * UCX's own C benchmark, run as a server and a client process per measurement. With {@code errModePeer} it uses
+ * {@code -e} (peer failure detection) plus {@code UCX_POSIX_ERROR_HANDLING=y}, the same endpoint setup ucx4j uses,
+ * so the comparison is like for like. Its MB/s are 2^20 B/s; they are converted to 10^6.
+ */
+final class PerftestRuns {
+    private final String binary;
+    private final boolean errModePeer;
+
+    PerftestRuns(boolean errModePeer) {
+        this.binary = find();
+        this.errModePeer = errModePeer;
+    }
+
+    boolean available() {
+        return binary != null;
+    }
+
+    static String find() {
+        for (String dir : System.getenv().getOrDefault("PATH", "/usr/bin").split(File.pathSeparator)) {
+            File f = new File(dir, "ucx_perftest");
+            if (f.canExecute()) {
+                return f.getPath();
+            }
+        }
+        return null;
+    }
+
+    Measurement run(String mode, long size, long iters, long warmup) throws IOException, InterruptedException {
+        String test = Measurement.LATENCY.equals(mode) ? "tag_lat" : "tag_bw";
+        int port;
+        try (ServerSocket s = new ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        List<String> common = new ArrayList<>(List.of("-t", test, "-s", String.valueOf(size), "-n",
+                String.valueOf(iters), "-w", String.valueOf(warmup), "-p", String.valueOf(port)));
+        if (errModePeer) {
+            common.add("-e");
+        }
+        List<String> server = new ArrayList<>(List.of(binary));
+        server.addAll(common);
+        Process srv = start(server, true);
+        try {
+            List<String> client = new ArrayList<>(List.of(binary, "127.0.0.1"));
+            client.addAll(common);
+            for (int attempt = 0; attempt < 50; attempt++) {
+                Thread.sleep(attempt == 0 ? 150 : 100);
+                Process cli = start(client, false);
+                String fin = null;
+                try (BufferedReader r = new BufferedReader(new InputStreamReader(cli.getInputStream(),
+                        StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = r.readLine()) != null) {
+                        if (line.startsWith("Final:")) {
+                            fin = line;
+                        }
+                    }
+                }
+                cli.waitFor(10, TimeUnit.MINUTES);
+                if (fin != null) {
+                    return parse(fin, mode, size);
+                }
+                if (!srv.isAlive()) {
+                    throw new IOException("ucx_perftest server exited with " + srv.exitValue());
+                }
+            }
+            throw new IOException("ucx_perftest client never connected");
+        } finally {
+            srv.destroy();
+            srv.waitFor(5, TimeUnit.SECONDS);
+            srv.destroyForcibly();
+        }
+    }
+
+    private Process start(List<String> cmd, boolean quiet) throws IOException {
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        if (quiet) {
+            pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
+        }
+        Map<String, String> env = pb.environment();
+        if (errModePeer) {
+            env.putIfAbsent("UCX_POSIX_ERROR_HANDLING", "y");
+        }
+        return pb.start();
+    }
+
+    /** "Final: iters typical_lat avg_lat overall_lat avg_bw overall_bw avg_mr overall_mr". */
+    static Measurement parse(String line, String mode, long size) {
+        String[] f = line.substring("Final:".length()).trim().split("\\s+");
+        long iters = Long.parseLong(f[0]);
+        double typicalUs = Double.parseDouble(f[1]);
+        double overallUs = Double.parseDouble(f[3]);
+        double mbps = Double.parseDouble(f[5]) * 1.048576;
+        double rate = Double.parseDouble(f[7]);
+        if (Measurement.LATENCY.equals(mode)) {
+            return new Measurement("perftest", mode, size, iters, typicalUs, Double.NaN, overallUs, mbps, rate);
+        }
+        return new Measurement("perftest", mode, size, iters, Double.NaN, Double.NaN, overallUs, mbps, rate);
+    }
+}

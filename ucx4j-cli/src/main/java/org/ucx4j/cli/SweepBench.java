@@ -1,0 +1,238 @@
+package org.ucx4j.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.ucx4j.Endpoint;
+import org.ucx4j.Listener;
+import org.ucx4j.ProgressMode;
+import org.ucx4j.Ucx;
+import org.ucx4j.UcxOptions;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * The headline benchmark: for each size and mode, ucx4j, ucx_perftest and a Java NIO socket baseline, one after
+ * another in one invocation; {@code --repeat} rotates their order and reports medians.
+ */
+@Command(name = "sweep", description = "ucx4j vs ucx_perftest vs Java NIO over sizes: latency, bandwidth, "
+        + "message rate; table, JSON and plot.")
+final class SweepBench implements Callable<Integer> {
+    @Option(names = "--sizes", defaultValue = "8,64,1k,4k,16k,64k,256k,1m,4m",
+            description = "message sizes (k = KiB, m = MiB), default ${DEFAULT-VALUE}")
+    String sizes;
+
+    @Option(names = "--modes", defaultValue = "latency,bandwidth,rate", split = ",",
+            description = "latency, bandwidth, rate (rate runs for sizes <= 1 KiB)")
+    List<String> modes;
+
+    @Option(names = "--stacks", defaultValue = "ucx4j,perftest,nio", split = ",",
+            description = "ucx4j, perftest, nio")
+    List<String> stacks;
+
+    @Option(names = "--api", defaultValue = "tag", description = "ucx4j API measured: tag")
+    String api;
+
+    @Option(names = "--repeat", defaultValue = "1", description = "rounds; stacks rotate order, medians reported")
+    int repeat;
+
+    @Option(names = "--scale", defaultValue = "1", description = "multiplies every iteration count")
+    double scale;
+
+    @Option(names = "--window", defaultValue = "32", description = "outstanding sends in bandwidth/rate mode")
+    int window;
+
+    @Option(names = "--perftest-err-mode", defaultValue = "peer",
+            description = "peer (-e, like ucx4j's failure-detecting endpoints) or none")
+    String perftestErrMode;
+
+    @Option(names = "--json", description = "write results to this file")
+    Path json;
+
+    @Option(names = "--plot", description = "draw latency and bandwidth vs size to FILE.png or FILE.svg")
+    Path plot;
+
+    private static final long MAX_SIZE = 64L << 20;
+
+    @Override
+    public Integer call() throws Exception {
+        long[] sz = Measurement.parseSizes(sizes);
+        for (long s : sz) {
+            if (s > MAX_SIZE) {
+                throw new IllegalArgumentException("sizes up to 64 MiB, got " + s);
+            }
+        }
+        if (!"tag".equals(api)) {
+            throw new IllegalArgumentException("--api " + api + " is not measured yet; use tag");
+        }
+        for (String m : modes) {
+            if (!List.of(Measurement.LATENCY, Measurement.BANDWIDTH, Measurement.RATE).contains(m)) {
+                throw new IllegalArgumentException("unknown mode " + m);
+            }
+        }
+        PerftestRuns perftest = new PerftestRuns(!"none".equals(perftestErrMode));
+        List<String> active = new ArrayList<>();
+        for (String s : stacks) {
+            if (!List.of("ucx4j", "perftest", "nio").contains(s)) {
+                throw new IllegalArgumentException("unknown stack " + s);
+            }
+            if (s.equals("perftest") && !perftest.available()) {
+                System.err.println("ucx4j: ucx_perftest not found (apt-get install ucx-utils); skipping it");
+                continue;
+            }
+            active.add(s);
+        }
+        List<Object[]> plan = new ArrayList<>();
+        for (int r = 0; r < repeat; r++) {
+            for (long s : sz) {
+                for (String m : modes) {
+                    if (m.equals(Measurement.RATE) && s > 1024) {
+                        continue;
+                    }
+                    for (int k = 0; k < active.size(); k++) {
+                        plan.add(new Object[] {active.get((k + r) % active.size()), m, s});
+                    }
+                }
+            }
+        }
+        Map<String, List<Measurement>> results = new LinkedHashMap<>();
+        Process server = startServer();
+        try {
+            BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream()));
+            String line = out.readLine();
+            if (line == null || !line.startsWith("PORTS ")) {
+                System.err.println("ucx4j: the benchmark server did not start");
+                return 1;
+            }
+            String[] p = line.split(" ");
+            try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
+                    .withName("sweep-client"));
+                    Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p[1]), Duration.ofSeconds(30));
+                    SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
+                long t0 = System.nanoTime();
+                for (int i = 0; i < plan.size(); i++) {
+                    String stack = (String) plan.get(i)[0];
+                    String mode = (String) plan.get(i)[1];
+                    long size = (long) plan.get(i)[2];
+                    progress(i, plan.size(), t0, stack, mode, size);
+                    Measurement m = measure(ucx, ep, nio, perftest, stack, mode, size);
+                    results.computeIfAbsent(stack + "|" + mode + "|" + size, k -> new ArrayList<>()).add(m);
+                }
+                System.err.print("\r" + " ".repeat(78) + "\r");
+                UcxRuns.quit(ep);
+                NioRuns.quit(nio);
+            }
+        } finally {
+            server.waitFor(5, TimeUnit.SECONDS);
+            server.destroyForcibly();
+        }
+        List<Measurement> medians = results.values().stream().map(Measurement::median).toList();
+        Report report = new Report(medians, sz, modes, active);
+        report.printTable(System.out, describe());
+        if (json != null) {
+            ObjectMapper om = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+            om.writeValue(json.toFile(), report.json(describe()));
+            System.out.println("wrote " + json);
+        }
+        if (plot != null) {
+            for (Path f : Plot.draw(report, plot)) {
+                System.out.println("wrote " + f);
+            }
+        }
+        return 0;
+    }
+
+    private String describe() {
+        return String.format(Locale.ROOT, "ucx4j %s api, caller progress, window %d; ucx_perftest %s; NIO blocking "
+                + "SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians)", api, window,
+                "none".equals(perftestErrMode) ? "default endpoints" : "-e with UCX_POSIX_ERROR_HANDLING=y", repeat);
+    }
+
+    private Measurement measure(Ucx ucx, Endpoint ep, SocketChannel nio, PerftestRuns perftest, String stack,
+            String mode, long size) throws Exception {
+        long iters = iterations(mode, size);
+        long warmup = Math.max(10, iters / 10);
+        return switch (stack) {
+            case "ucx4j" -> Measurement.LATENCY.equals(mode) ? UcxRuns.latency(ep, size, iters, warmup)
+                    : UcxRuns.stream(ucx, ep, mode, size, iters, window);
+            case "nio" -> Measurement.LATENCY.equals(mode) ? NioRuns.latency(nio, size, iters, warmup)
+                    : NioRuns.stream(nio, mode, size, iters);
+            default -> perftest.run(mode, size, iters, warmup);
+        };
+    }
+
+    /** Iteration counts: enough to last ~0.1-0.5 s per run on a laptop-class machine. */
+    long iterations(String mode, long size) {
+        long n = switch (mode) {
+            case Measurement.LATENCY -> size <= 4096 ? 20_000 : size <= 65536 ? 5_000 : size <= (1 << 20) ? 1_000
+                    : 300;
+            case Measurement.RATE -> 200_000;
+            default -> Math.max(300, Math.min(100_000, (1L << 30) / size));
+        };
+        return Math.max(1, (long) (n * scale));
+    }
+
+    private static void progress(int done, int total, long t0, String stack, String mode, long size) {
+        long elapsed = System.nanoTime() - t0;
+        String eta = done == 0 ? "?" : String.valueOf(
+                TimeUnit.NANOSECONDS.toSeconds(elapsed / done * (total - done)));
+        System.err.printf(Locale.ROOT, "\r[%d/%d] %-8s %-9s %-8s ETA %s s   ", done + 1, total, stack, mode,
+                Measurement.human(size), eta);
+    }
+
+    private Process startServer() throws Exception {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.add("--enable-native-access=ALL-UNNAMED");
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add(Main.class.getName());
+        cmd.addAll(List.of("bench", "sweep-server"));
+        return new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+    }
+
+    /** The other side of the sweep: one ucx4j endpoint and one NIO connection, serving commands. */
+    @Command(name = "sweep-server", hidden = true)
+    static final class Server implements Callable<Integer> {
+        @Override
+        public Integer call() throws Exception {
+            try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
+                    .withName("sweep-server"));
+                    ServerSocketChannel nioServer = NioRuns.bind()) {
+                CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+                try (Listener l = ucx.listen("127.0.0.1", 0, accepted::complete)) {
+                    Thread nio = Thread.ofPlatform().name("nio-server").start(() -> NioRuns.serve(nioServer));
+                    System.out.println("PORTS " + l.port() + " " + nioServer.socket().getLocalPort());
+                    System.out.flush();
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                    while (!accepted.isDone() && System.nanoTime() < deadline) {
+                        if (ucx.progress() == 0) {
+                            Thread.sleep(1);
+                        }
+                    }
+                    try (Endpoint ep = accepted.getNow(null)) {
+                        if (ep == null) {
+                            return 1;
+                        }
+                        UcxRuns.serve(ucx, ep);
+                    }
+                    nio.join(TimeUnit.SECONDS.toMillis(30));
+                }
+            }
+            return 0;
+        }
+    }
+}
