@@ -164,12 +164,24 @@ final class SweepBench implements Callable<Integer> {
     private Measurement measure(Ucx ucx, Endpoint ep, SocketChannel nio, PerftestRuns perftest, String stack,
             String mode, long size) throws Exception {
         long iters = iterations(mode, size);
-        long warmup = Math.max(10, iters / 10);
+        // the same warm-up for every stack; enough iterations for the JIT to finish with the Java ones
+        long warmup = Math.max(Math.min(iters, 10_000), iters / 10);
+        boolean latency = Measurement.LATENCY.equals(mode);
         return switch (stack) {
-            case "ucx4j" -> Measurement.LATENCY.equals(mode) ? UcxRuns.latency(ep, size, iters, warmup)
-                    : UcxRuns.stream(ucx, ep, mode, size, iters, window);
-            case "nio" -> Measurement.LATENCY.equals(mode) ? NioRuns.latency(nio, size, iters, warmup)
-                    : NioRuns.stream(nio, mode, size, iters);
+            case "ucx4j" -> {
+                if (latency) {
+                    yield UcxRuns.latency(ep, size, iters, warmup);
+                }
+                UcxRuns.stream(ucx, ep, mode, size, warmup, window);
+                yield UcxRuns.stream(ucx, ep, mode, size, iters, window);
+            }
+            case "nio" -> {
+                if (latency) {
+                    yield NioRuns.latency(nio, size, iters, warmup);
+                }
+                NioRuns.stream(nio, mode, size, warmup);
+                yield NioRuns.stream(nio, mode, size, iters);
+            }
             default -> perftest.run(mode, size, iters, warmup);
         };
     }

@@ -51,6 +51,7 @@ public final class Engine {
     private static final int HELLO_MAGIC = 0x34584355; // "UCX4" little-endian
     public static final int PROTOCOL_VERSION = 1;
     private static final int SPINS = 4_000;
+    private static final int AWAIT_SPINS = 500;
     private static final int YIELDS = 200;
     private static final int SLEEP_MS = 1000;
 
@@ -398,25 +399,43 @@ public final class Engine {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         boolean interrupted = false;
         boolean timedOut = false;
-        boolean owned = Thread.currentThread() == owner;
-        while (!op.done) {
-            long now = System.nanoTime();
-            if (!op.cancelRequested && now - deadline >= 0 && timeoutNanos >= 0) {
-                timedOut = true;
-                cancel(op);
-            }
-            if (owned) {
+        if (Thread.currentThread() == owner) {
+            // caller-driven: progress ourselves; the clock is read only when there is a deadline, every 64 turns
+            idle = 0;
+            int turns = 0;
+            while (!op.done) {
+                if (timeoutNanos >= 0 && !op.cancelRequested && (++turns & 63) == 0
+                        && System.nanoTime() - deadline >= 0) {
+                    timedOut = true;
+                    cancel(op);
+                }
+                if (op.polled && op.request != 0 && pollRecv(op)) {
+                    break;
+                }
                 if (progressOnce() == 0) {
                     idleStep(op);
+                } else {
+                    idle = 0;
                 }
-                continue;
             }
-            long park = op.cancelRequested ? TimeUnit.MILLISECONDS.toNanos(100) : deadline - now;
-            LockSupport.parkNanos(op, Math.min(park, TimeUnit.SECONDS.toNanos(1)));
-            if (Thread.interrupted()) {
-                interrupted = true;
-                if (!op.cancelRequested) {
+        } else {
+            // a short spin catches fast completions without a park/unpark round trip
+            for (int i = 0; i < AWAIT_SPINS && !op.done; i++) {
+                Thread.onSpinWait();
+            }
+            while (!op.done) {
+                long now = System.nanoTime();
+                if (!op.cancelRequested && now - deadline >= 0 && timeoutNanos >= 0) {
+                    timedOut = true;
                     cancel(op);
+                }
+                long park = op.cancelRequested ? TimeUnit.MILLISECONDS.toNanos(100) : deadline - now;
+                LockSupport.parkNanos(op, Math.min(park, TimeUnit.SECONDS.toNanos(1)));
+                if (Thread.interrupted()) {
+                    interrupted = true;
+                    if (!op.cancelRequested) {
+                        cancel(op);
+                    }
                 }
             }
         }
@@ -433,6 +452,18 @@ public final class Engine {
                     + "); the operation was canceled", Status.ERR_TIMED_OUT, op.error);
         }
         return op.resultOrThrow();
+    }
+
+    /** Completes a polled receive if UCX is done with it (owner thread); true when it completed. */
+    private boolean pollRecv(Op op) {
+        int st = Ucp.tagRecvRequestTest(op.request, scratch.address());
+        if (st == Status.INPROGRESS) {
+            return false;
+        }
+        long len = st == Status.OK ? scratch.get(JAVA_LONG, TRI_LENGTH) : 0;
+        long tag = st == Status.OK ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0;
+        completeSlot(op.slot, op.request, st, len, tag);
+        return true;
     }
 
     /** Asks the owner thread to cancel an op (any thread). */
@@ -563,10 +594,18 @@ public final class Engine {
                     }
                 }
                 int slot = allocSlot(op);
-                // UCX 1.13 reports no length/tag for an immediately completed tag receive (recv_info came in
-                // 1.14), so immediate completion is refused: the callback then runs inside ucp_tag_recv_nbx.
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
-                        | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Stubs.TAG_RECV.address(), userData(slot), 0);
+                // UCX before 1.16 reports no length/tag for an immediately completed tag receive (recv_info is
+                // filled from 1.16), so immediate completion is refused: a request always comes back. A blocking
+                // receive of the owner thread itself is polled from its wait loop, without a callback; any other
+                // completes through the callback (inside ucp_tag_recv_nbx when the message is already there).
+                op.polled = op.blocking && op.waiter == owner;
+                if (op.polled) {
+                    setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
+                } else {
+                    setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Stubs.TAG_RECV.address(),
+                            userData(slot), 0);
+                }
                 long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address());
                 if (posted(op, slot, r, 0, 0)) {
                     linkPending(op);

@@ -60,6 +60,8 @@ public final class Op extends SafeFuture<Long> {
     volatile boolean done;
     /** A blocking op recycled per thread by {@link Engine#await} once it is done and nothing refers to it. */
     boolean pooled;
+    /** A receive posted without a callback: its caller, the owner thread, polls it (no upcall per message). */
+    boolean polled;
 
     Op(Executor executor) {
         super(executor);
@@ -94,6 +96,7 @@ public final class Op extends SafeFuture<Long> {
         request = 0;
         slot = -1;
         pendingPrev = pendingNext = null;
+        polled = false;
         copyBack = null;
         owned = 0;
         task = null;

@@ -97,7 +97,8 @@ public final class Ucp {
         static final MethodHandle EP_FLUSH_NBX = ucp("ucp_ep_flush_nbx", L_LL);
         static final MethodHandle REQUEST_CANCEL = ucp("ucp_request_cancel", V_LL);
         static final MethodHandle REQUEST_FREE = ucp("ucp_request_free", V_L);
-        static final MethodHandle REQUEST_CHECK_STATUS = ucp("ucp_request_check_status", I_L);
+        static final MethodHandle REQUEST_CHECK_STATUS = ucp("ucp_request_check_status", I_L, CRITICAL);
+        static final MethodHandle TAG_RECV_REQUEST_TEST = ucp("ucp_tag_recv_request_test", I_LL, CRITICAL);
         static final MethodHandle STATUS_STRING = lookup(Lib.UCS, "ucs_status_string",
                 FunctionDescriptor.of(ADDRESS, JAVA_INT), CRITICAL);
         static final MethodHandle POLL = libc("poll", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
@@ -277,6 +278,11 @@ public final class Ucp {
 
     public static void requestFree(long request) {
         try { Holder.REQUEST_FREE.invokeExact(request); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** Status of a tag receive plus, once complete, its length and sender tag in {@code info}. */
+    public static int tagRecvRequestTest(long request, long info) {
+        try { return (int) Holder.TAG_RECV_REQUEST_TEST.invokeExact(request, info); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int requestCheckStatus(long request) {
