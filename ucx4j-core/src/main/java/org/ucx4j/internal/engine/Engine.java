@@ -599,6 +599,22 @@ public final class Engine {
                 // receive of the owner thread itself is polled from its wait loop, without a callback; any other
                 // completes through the callback (inside ucp_tag_recv_nbx when the message is already there).
                 op.polled = op.blocking && op.waiter == owner;
+                if (!op.polled) {
+                    // a message already waiting is taken at once by its handle: the probe reports its length and
+                    // tag, so immediate completion is fine and no upcall is needed
+                    long msg = Ucp.tagProbeNb(worker, op.tag, op.mask, true, scratch.address());
+                    if (msg != 0) {
+                        long len = scratch.get(JAVA_LONG, TRI_LENGTH);
+                        long stag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
+                        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                                | UCP_OP_ATTR_FIELD_MEMORY_TYPE, Stubs.TAG_RECV.address(), userData(slot), 0);
+                        long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, msg, reqParam.address());
+                        if (posted(op, slot, r, len, stag)) {
+                            linkPending(op);
+                        }
+                        return;
+                    }
+                }
                 if (op.polled) {
                     setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
                 } else {

@@ -92,6 +92,9 @@ public final class Ucp {
         static final MethodHandle EP_PRINT_INFO = ucp("ucp_ep_print_info", V_LL);
         static final MethodHandle TAG_SEND_NBX = ucp("ucp_tag_send_nbx", L_LLLLL);
         static final MethodHandle TAG_RECV_NBX = ucp("ucp_tag_recv_nbx", L_LLLLLL);
+        static final MethodHandle TAG_PROBE_NB = ucp("ucp_tag_probe_nb", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
+                JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
+        static final MethodHandle TAG_MSG_RECV_NBX = ucp("ucp_tag_msg_recv_nbx", L_LLLLL);
         static final MethodHandle STREAM_SEND_NBX = ucp("ucp_stream_send_nbx", L_LLLL);
         static final MethodHandle STREAM_RECV_NBX = ucp("ucp_stream_recv_nbx", L_LLLLL);
         static final MethodHandle EP_FLUSH_NBX = ucp("ucp_ep_flush_nbx", L_LL);
@@ -278,6 +281,15 @@ public final class Ucp {
 
     public static void requestFree(long request) {
         try { Holder.REQUEST_FREE.invokeExact(request); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** {@code ucp_tag_probe_nb}: a matching unexpected message (0 if none); {@code info} gets length and tag. */
+    public static long tagProbeNb(long worker, long tag, long mask, boolean remove, long info) {
+        try { return (long) Holder.TAG_PROBE_NB.invokeExact(worker, tag, mask, remove ? 1 : 0, info); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static long tagMsgRecvNbx(long worker, long buffer, long count, long message, long param) {
+        try { return (long) Holder.TAG_MSG_RECV_NBX.invokeExact(worker, buffer, count, message, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
     /** Status of a tag receive plus, once complete, its length and sender tag in {@code info}. */
