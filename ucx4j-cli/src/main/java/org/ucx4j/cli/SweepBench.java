@@ -46,7 +46,7 @@ final class SweepBench implements Callable<Integer> {
     @Option(names = "--api", defaultValue = "tag", description = "ucx4j API measured: tag")
     String api;
 
-    @Option(names = "--repeat", defaultValue = "1", description = "rounds; stacks rotate order, medians reported")
+    @Option(names = "--repeat", defaultValue = "3", description = "rounds; stacks rotate order, medians reported")
     int repeat;
 
     @Option(names = "--scale", defaultValue = "1", description = "multiplies every iteration count")
@@ -165,8 +165,8 @@ final class SweepBench implements Callable<Integer> {
             String mode, long size) throws Exception {
         long iters = iterations(mode, size);
         // the same warm-up for every stack; enough iterations for the JIT to finish with the Java ones
-        long warmup = Math.max(Math.min(iters, 10_000), iters / 10);
         boolean latency = Measurement.LATENCY.equals(mode);
+        long warmup = Math.max(Math.min(iters, latency ? 10_000 : 50_000), iters / 10);
         return switch (stack) {
             case "ucx4j" -> {
                 if (latency) {
