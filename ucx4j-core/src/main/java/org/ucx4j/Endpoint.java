@@ -227,6 +227,94 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
+    // ---------------------------------------------------------------- stream
+
+    /**
+     * Sends bytes on the endpoint's ordered byte stream (UCX stream API: no message boundaries, no tags). Completes
+     * with the byte count. A timed-out or canceled stream operation aborts the endpoint, since UCX cannot withdraw it.
+     */
+    public CompletableFuture<Long> streamSendAsync(MemorySegment buf) {
+        MemorySegment seg = Buffers.segment(buf, false);
+        ucx.checkOpen();
+        Op op = engine.streamSend(core, seg.address(), seg.byteSize(), 0, false);
+        Ucx.keepAlive(op, seg);
+        engine.submit(op);
+        return op;
+    }
+
+    public void streamSend(MemorySegment buf) {
+        streamSend(buf, null);
+    }
+
+    public void streamSend(MemorySegment buf, Duration timeout) {
+        long t = timeout == null ? -1 : Buffers.nanos(timeout);
+        MemorySegment seg = Buffers.segment(buf, false);
+        ucx.checkOpen();
+        Op op = engine.streamSend(core, seg.address(), seg.byteSize(), 0, true);
+        Ucx.keepAlive(op, seg);
+        engine.submit(op);
+        engine.await(op, t);
+    }
+
+    public void streamSend(byte[] buf) {
+        ucx.checkOpen();
+        long copy = Buffers.copyIn(buf);
+        Op op = engine.streamSend(core, copy, buf.length, copy, true);
+        engine.submit(op);
+        engine.await(op, -1);
+    }
+
+    /** Receives exactly {@code buf.byteSize()} stream bytes. */
+    public CompletableFuture<Long> streamRecvAsync(MemorySegment buf) {
+        return streamRecvOp(buf, true, false);
+    }
+
+    /** Receives whatever stream bytes are available, at least one, at most {@code buf.byteSize()}; returns the count. */
+    public CompletableFuture<Long> streamRecvSomeAsync(MemorySegment buf) {
+        return streamRecvOp(buf, false, false);
+    }
+
+    /** Receives exactly {@code buf.byteSize()} stream bytes. */
+    public long streamRecv(MemorySegment buf) {
+        return engine.await(streamRecvOp(buf, true, true), -1);
+    }
+
+    public long streamRecv(MemorySegment buf, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        return engine.await(streamRecvOp(buf, true, true), t);
+    }
+
+    /** Receives whatever stream bytes are available (at least one); returns the count. */
+    public long streamRecvSome(MemorySegment buf) {
+        return engine.await(streamRecvOp(buf, false, true), -1);
+    }
+
+    public long streamRecvSome(MemorySegment buf, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        return engine.await(streamRecvOp(buf, false, true), t);
+    }
+
+    /** Receives exactly {@code buf.length} stream bytes into the array. */
+    public long streamRecv(byte[] buf) {
+        ucx.checkOpen();
+        long staging = Buffers.staging(buf);
+        Op op = engine.streamRecv(core, staging, buf.length, true, staging, buf, true);
+        engine.submit(op);
+        return engine.await(op, -1);
+    }
+
+    private Op streamRecvOp(MemorySegment buf, boolean waitAll, boolean blocking) {
+        MemorySegment seg = Buffers.segment(buf, true);
+        if (seg.byteSize() == 0) {
+            throw new IllegalArgumentException("a stream receive needs room for at least one byte");
+        }
+        ucx.checkOpen();
+        Op op = engine.streamRecv(core, seg.address(), seg.byteSize(), waitAll, 0, null, blocking);
+        Ucx.keepAlive(op, seg);
+        engine.submit(op);
+        return op;
+    }
+
     // ---------------------------------------------------------------- lifecycle
 
     /** A process-unique random id (UUID). */

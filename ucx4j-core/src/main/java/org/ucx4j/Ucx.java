@@ -261,6 +261,31 @@ public final class Ucx implements AutoCloseable {
         return result;
     }
 
+    // ---------------------------------------------------------------- worker addresses (raw endpoints)
+
+    /** This worker's UCX address, for peers that connect with {@link #connect(WorkerAddress)}. */
+    public WorkerAddress workerAddress() {
+        checkOpen();
+        return WorkerAddress.of(engine.workerAddressBytes());
+    }
+
+    /**
+     * A raw endpoint to a worker address: no listener, no ucx4j handshake, no private tag space. Tags go on the
+     * wire exactly as given ({@code send(buf, tag)} sends the 32-bit tag zero-extended, {@code recv(buf, tag)} is
+     * a worker-level receive of exactly that tag, from any peer), so any UCX program can be the peer (UCX-Py's
+     * {@code create_endpoint_from_worker_address}, JUCX, plain C). A dead peer is noticed by UCX itself (keepalive,
+     * transport errors), not by a control socket.
+     */
+    public Endpoint connect(WorkerAddress address) {
+        checkOpen();
+        Objects.requireNonNull(address, "address");
+        SafeFuture<EndpointCore> f = engine.attachRaw(address.raw());
+        EndpointCore c = join(f, "connect to " + address, options.connectTimeout().toNanos());
+        Endpoint ep = new Endpoint(this, c);
+        endpoints.add(ep);
+        return ep;
+    }
+
     // ---------------------------------------------------------------- worker-level tags
 
     /**

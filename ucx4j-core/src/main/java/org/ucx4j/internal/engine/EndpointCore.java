@@ -26,6 +26,8 @@ public final class EndpointCore {
     int slot = -1;
     long handle;
     int peerConnId;
+    /** Raw endpoint (worker address, no handshake): tags go on the wire as given. */
+    volatile boolean raw;
     long peerPid;
     String peerHost;
     /** The handshake socket, kept open as the liveness channel (null for raw endpoints). */
@@ -54,6 +56,10 @@ public final class EndpointCore {
 
     public String peer() {
         return peer;
+    }
+
+    public boolean isRaw() {
+        return raw;
     }
 
     public long peerPid() {
@@ -96,11 +102,17 @@ public final class EndpointCore {
 
     /** Wire tag for a message this side sends to the peer's endpoint. */
     public long sendTag(int userTag) {
+        if (raw) {
+            return userTag & 0xffffffffL;
+        }
         return PRIVATE_BIT | ((long) peerConnId << 32) | (userTag & 0xffffffffL);
     }
 
     /** Tag that matches messages the peer sent to this endpoint with {@code userTag}. */
     public long recvTag(int userTag) {
+        if (raw) {
+            return userTag & 0xffffffffL;
+        }
         return PRIVATE_BIT | ((long) localConnId << 32) | (userTag & 0xffffffffL);
     }
 

@@ -328,6 +328,35 @@ public final class Engine {
         return op;
     }
 
+    /** A stream send: bytes in order on the endpoint, no message boundaries. */
+    public Op streamSend(EndpointCore ep, long address, long length, long owned, boolean blocking) {
+        Op op = op(blocking);
+        op.kind = Op.STREAM_SEND;
+        op.what = "stream send";
+        op.ep = ep;
+        op.address = address;
+        op.length = length;
+        op.owned = owned;
+        op.blocking = blocking;
+        return op;
+    }
+
+    /** A stream receive of exactly {@code length} bytes ({@code waitAll}) or of whatever is available (>= 1). */
+    public Op streamRecv(EndpointCore ep, long address, long length, boolean waitAll, long owned, byte[] copyBack,
+            boolean blocking) {
+        Op op = op(blocking);
+        op.kind = Op.STREAM_RECV;
+        op.what = "stream recv";
+        op.ep = ep;
+        op.address = address;
+        op.length = length;
+        op.mask = waitAll ? UCP_STREAM_RECV_FLAG_WAITALL : 0;
+        op.owned = owned;
+        op.copyBack = copyBack;
+        op.blocking = blocking;
+        return op;
+    }
+
     /** Hands an op to the owner thread (or runs it now when called on the owner thread). */
     public void submit(Op op) {
         if (op.blocking) {
@@ -628,6 +657,11 @@ public final class Engine {
                 }
             }
             case Op.STREAM_SEND -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
                 int slot = allocSlot(op);
                 setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(),
                         userData(slot), 0);
@@ -635,9 +669,14 @@ public final class Engine {
                 posted(op, slot, r, op.length, 0);
             }
             case Op.STREAM_RECV -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
                 int slot = allocSlot(op);
                 setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-                        Stubs.STREAM_RECV.address(), userData(slot), UCP_STREAM_RECV_FLAG_WAITALL);
+                        Stubs.STREAM_RECV.address(), userData(slot), (int) op.mask);
                 long r = Ucp.streamRecvNbx(op.ep.handle, op.address, op.length, lenOut.address(),
                         reqParam.address());
                 if (posted(op, slot, r, r == 0 ? lenOut.get(JAVA_LONG, 0) : 0, 0)) {
@@ -832,10 +871,10 @@ public final class Engine {
             }
             return;
         }
-        if (op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV) {
+        if (op.kind == Op.TAG_RECV) {
             Ucp.requestCancel(worker, op.request);
         } else if (op.ep != null) {
-            // UCX cannot cancel a send in flight: abort the endpoint, which purges it
+            // UCX cannot cancel a send (or a stream receive) in flight: abort the endpoint, which purges it
             abortOnOwner(op.ep, null);
         }
     }
@@ -903,6 +942,18 @@ public final class Engine {
     /** This worker's UCX address, as sent in the handshake. */
     byte[] workerAddress() {
         return workerAddress;
+    }
+
+    /** A copy of this worker's UCX address. */
+    public byte[] workerAddressBytes() {
+        return workerAddress.clone();
+    }
+
+    /** A raw endpoint (no handshake, tags as given) to a worker address. */
+    public SafeFuture<EndpointCore> attachRaw(byte[] address) {
+        EndpointCore c = newEndpoint(true, "worker-address:" + Integer.toHexString(java.util.Arrays.hashCode(address)));
+        c.raw = true;
+        return attach(c, address);
     }
 
     /** A new endpoint record with a fresh connection id (any thread). */

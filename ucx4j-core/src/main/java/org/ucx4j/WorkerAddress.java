@@ -1,0 +1,63 @@
+package org.ucx4j;
+
+import java.util.Arrays;
+import java.util.HexFormat;
+import java.util.Objects;
+
+/**
+ * A UCX worker address ({@code ucp_worker_get_address}): opaque bytes another process passes around out of band
+ * (a file, a key-value store, MPI, an HTTP call) and gives to {@link Ucx#connect(WorkerAddress)}.
+ */
+public final class WorkerAddress {
+    private static final int MAX = 1 << 20;
+    private final byte[] bytes;
+
+    private WorkerAddress(byte[] bytes) {
+        this.bytes = bytes;
+    }
+
+    /** Wraps address bytes (copied). Checked for size only: UCX validates the content when connecting. */
+    public static WorkerAddress of(byte[] bytes) {
+        Objects.requireNonNull(bytes, "bytes");
+        if (bytes.length == 0 || bytes.length > MAX) {
+            throw new IllegalArgumentException("a worker address is 1 .. " + MAX + " bytes, got " + bytes.length);
+        }
+        return new WorkerAddress(bytes.clone());
+    }
+
+    /** Parses {@link #toHex()}. */
+    public static WorkerAddress fromHex(String hex) {
+        return of(HexFormat.of().parseHex(hex.trim()));
+    }
+
+    public byte[] toBytes() {
+        return bytes.clone();
+    }
+
+    public String toHex() {
+        return HexFormat.of().formatHex(bytes);
+    }
+
+    int length() {
+        return bytes.length;
+    }
+
+    byte[] raw() {
+        return bytes;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof WorkerAddress w && Arrays.equals(bytes, w.bytes);
+    }
+
+    @Override
+    public int hashCode() {
+        return Arrays.hashCode(bytes);
+    }
+
+    @Override
+    public String toString() {
+        return "WorkerAddress[" + bytes.length + " bytes, " + Integer.toHexString(hashCode()) + "]";
+    }
+}

@@ -1,0 +1,205 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.BufferedReader;
+import java.io.DataOutputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.Writer;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Stream API, worker-address (raw) endpoints, interop with a plain C UCX program, and the handshake's checks. */
+class MessagingTest {
+    static final Duration T = Duration.ofSeconds(10);
+
+    @Test
+    void streamExactAndWhateverIsAvailable() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : new long[] {1, 8, 64 * 1024, 1 << 20, 16 << 20}) {
+                    MemorySegment out = Data.pattern(arena, size, 5);
+                    MemorySegment in = arena.allocate(size);
+                    CompletableFuture<Long> r = server.streamRecvAsync(in);
+                    client.streamSend(out, T);
+                    assertEquals(size, r.get(30, TimeUnit.SECONDS));
+                    Data.verify(in, size, 5);
+                }
+                // no message boundaries: two sends, read in pieces of whatever is there
+                client.streamSend(new byte[] {1, 2, 3});
+                client.streamSend(new byte[] {4, 5});
+                MemorySegment got = arena.allocate(5);
+                long n = 0;
+                while (n < 5) {
+                    long k = server.streamRecvSome(got.asSlice(n), T);
+                    assertTrue(k >= 1 && k <= 5 - n, "got " + k);
+                    n += k;
+                }
+                assertArrayEquals(new byte[] {1, 2, 3, 4, 5}, got.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
+                assertThrows(IllegalArgumentException.class, () -> server.streamRecv(arena.allocate(0)));
+            }
+        });
+    }
+
+    @Test
+    void workerAddressEndpointsBothWays() throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Arena arena = Arena.ofShared()) {
+            WorkerAddress addrB = WorkerAddress.fromHex(b.workerAddress().toHex());
+            assertEquals(b.workerAddress(), addrB);
+            Endpoint ab = a.connect(addrB);
+            Endpoint ba = b.connect(a.workerAddress());
+            for (long size : new long[] {0, 8, 1 << 20}) {
+                MemorySegment in = arena.allocate(Math.max(1, size)).asSlice(0, size);
+                CompletableFuture<Long> r = ba.recvAsync(in, 5);
+                ab.send(Data.pattern(arena, size, 2), 5, T);
+                assertEquals(size, r.get(10, TimeUnit.SECONDS));
+                Data.verify(in, size, 2);
+            }
+            byte[] back = new byte[2];
+            CompletableFuture<Long> r = ab.recvAsync(back, 6);
+            ba.send(new byte[] {7, 9}, 6);
+            assertEquals(2, r.get(10, TimeUnit.SECONDS));
+            assertArrayEquals(new byte[] {7, 9}, back);
+            ab.close();
+            ba.close();
+            assertThrows(IllegalArgumentException.class, () -> WorkerAddress.of(new byte[0]));
+        }
+    }
+
+    @Test
+    void rawInteropWithPlainCProgram(@TempDir Path dir) throws Exception {
+        Path src = dir.resolve("raw_peer.c");
+        try (var in = MessagingTest.class.getResourceAsStream("/native/raw_peer.c")) {
+            Files.write(src, in.readAllBytes());
+        }
+        Path exe = dir.resolve("raw_peer");
+        Process cc = new ProcessBuilder("gcc", "-o", exe.toString(), src.toString(), "-lucp", "-lucs")
+                .redirectErrorStream(true).start();
+        String ccOut = new String(cc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertEquals(0, cc.waitFor(), "gcc failed (apt-get install libucx-dev):\n" + ccOut);
+        ProcessBuilder pb = new ProcessBuilder(exe.toString()).redirectError(ProcessBuilder.Redirect.INHERIT);
+        pb.environment().put("UCX_POSIX_ERROR_HANDLING", "y");
+        Process c = pb.start();
+        try (Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
+            BufferedReader out = new BufferedReader(new InputStreamReader(c.getInputStream(), StandardCharsets.UTF_8));
+            String line = out.readLine();
+            assertTrue(line != null && line.startsWith("ADDRESS "), "C peer said: " + line);
+            Endpoint ep = ucx.connect(WorkerAddress.fromHex(line.substring(8)));
+            assertTrue(ep.isAlive());
+            Writer w = new OutputStreamWriter(c.getOutputStream(), StandardCharsets.US_ASCII);
+            w.write(ucx.workerAddress().toHex() + "\n");
+            w.flush();
+            // Java -> C (tag 7), C echoes with tag 8
+            byte[] echo = new byte[32];
+            CompletableFuture<Long> r8 = ep.recvAsync(echo, 8);
+            byte[] ping = "ping from Java".getBytes(StandardCharsets.US_ASCII);
+            ep.send(ping, 7, T);
+            assertEquals(ping.length, r8.get(20, TimeUnit.SECONDS));
+            assertEquals("ping from Java", new String(echo, 0, ping.length, StandardCharsets.US_ASCII));
+            // C -> Java (tag 9)
+            byte[] hello = new byte[64];
+            long n = ep.recv(hello, 9, T);
+            assertEquals("hello from C", new String(hello, 0, (int) n, StandardCharsets.US_ASCII));
+            ep.send(new byte[] {1}, 10, T);
+            assertEquals("DONE", out.readLine());
+            assertEquals(0, c.waitFor(20, TimeUnit.SECONDS) ? c.exitValue() : -1);
+            ep.abort();
+        } finally {
+            c.destroyForcibly();
+        }
+    }
+
+    @Test
+    void sharedSecretGatesConnections() throws Exception {
+        byte[] secret = "correct horse battery staple".getBytes(StandardCharsets.UTF_8);
+        AtomicInteger handled = new AtomicInteger();
+        try (Ucx server = Ucx.open(UcxOptions.defaults().withSecret(secret));
+                Listener l = server.listen(0, ep -> {
+                    handled.incrementAndGet();
+                    byte[] b = new byte[1];
+                    ep.recv(b, 1, T);
+                    ep.send(b, 1, T);
+                })) {
+            try (Ucx wrong = Ucx.open(UcxOptions.defaults().withSecret("wrong".getBytes()))) {
+                UcxException e = assertThrows(UcxException.class, () -> wrong.connect("127.0.0.1", l.port(), T));
+                assertTrue(e.getMessage().contains("UCS_ERR_REJECTED"), e.getMessage());
+            }
+            try (Ucx none = Ucx.open()) {
+                UcxException e = assertThrows(UcxException.class, () -> none.connect("127.0.0.1", l.port(), T));
+                assertTrue(e.getMessage().contains("shared secret"), e.getMessage());
+            }
+            try (Ucx right = Ucx.open(UcxOptions.defaults().withSecret(secret));
+                    Endpoint ep = right.connect("127.0.0.1", l.port(), T)) {
+                byte[] b = {42};
+                ep.send(b, 1, T);
+                byte[] got = new byte[1];
+                ep.recv(got, 1, T);
+                assertEquals(42, got[0]);
+            }
+            assertEquals(1, handled.get(), "rejected peers never reach the handler");
+        }
+    }
+
+    @Test
+    void versionMismatchNamesBothVersions() throws Exception {
+        try (ServerSocket fake = new ServerSocket(0); Ucx ucx = Ucx.open()) {
+            Thread t = Thread.ofVirtual().start(() -> {
+                try (Socket s = fake.accept()) {
+                    DataOutputStream out = new DataOutputStream(s.getOutputStream());
+                    out.writeInt(0x55435834);
+                    out.writeShort(99);
+                    out.flush();
+                    s.getInputStream().readNBytes(64);
+                } catch (Exception e) {
+                    // test ends
+                }
+            });
+            UcxException e = assertThrows(UcxException.class, () -> ucx.connect("127.0.0.1", fake.getLocalPort(), T));
+            assertTrue(e.getMessage().contains("99") && e.getMessage().contains("ours is"), e.getMessage());
+            assertTrue(e.getMessage().contains("UCS_ERR_UNSUPPORTED"), e.getMessage());
+            t.join(5000);
+            // not ucx4j at all
+            try (ServerSocket junk = new ServerSocket(0)) {
+                Thread.ofVirtual().start(() -> {
+                    try (Socket s = junk.accept()) {
+                        s.getOutputStream().write("HTTP/1.1 400 Bad Request\r\n\r\n".getBytes());
+                        s.getInputStream().readNBytes(64);
+                    } catch (Exception x) {
+                        // test ends
+                    }
+                });
+                UcxException j = assertThrows(UcxException.class,
+                        () -> ucx.connect("127.0.0.1", junk.getLocalPort(), T));
+                assertTrue(j.getMessage().contains("not a ucx4j endpoint"), j.getMessage());
+            }
+        }
+    }
+
+    @Test
+    void peerGracefulCloseFailsPendingStreamReceive() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            CompletableFuture<Long> pending = server.streamRecvAsync(Arena.global().allocate(8));
+            client.close();
+            Exception e = assertThrows(Exception.class, () -> pending.get(10, TimeUnit.SECONDS));
+            assertInstanceOf(ConnectionResetException.class, e.getCause());
+            assertFalse(server.isAlive());
+        });
+    }
+}

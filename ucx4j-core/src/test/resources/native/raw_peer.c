@@ -1,0 +1,73 @@
+/* A plain UCX program (no ucx4j) for the raw-interop test: prints its worker address in hex, reads the Java side's
+ * address from stdin, then: receives tag 7 and echoes it back with tag 8, sends "hello from C" with tag 9, and
+ * waits for tag 10 before exiting 0. Any failure exits non-zero. */
+#include <ucp/api/ucp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void wait_req(ucp_worker_h w, ucs_status_ptr_t r, const char *what) {
+    if (r == NULL) return;
+    if (UCS_PTR_IS_ERR(r)) { fprintf(stderr, "%s: %s\n", what, ucs_status_string(UCS_PTR_STATUS(r))); exit(2); }
+    while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(w);
+    if (ucp_request_check_status(r) != UCS_OK) { fprintf(stderr, "%s failed\n", what); exit(3); }
+    ucp_request_free(r);
+}
+
+static size_t recv_tag(ucp_worker_h w, void *buf, size_t len, ucp_tag_t tag) {
+    ucp_tag_recv_info_t info;
+    ucp_request_param_t p; memset(&p, 0, sizeof(p));
+    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(w, buf, len, tag, (ucp_tag_t)-1, &p);
+    if (UCS_PTR_IS_ERR(r)) { fprintf(stderr, "recv: %s\n", ucs_status_string(UCS_PTR_STATUS(r))); exit(4); }
+    while (ucp_tag_recv_request_test(r, &info) == UCS_INPROGRESS) ucp_worker_progress(w);
+    ucp_request_free(r);
+    return info.length;
+}
+
+static void send_tag(ucp_worker_h w, ucp_ep_h ep, const void *buf, size_t len, ucp_tag_t tag) {
+    ucp_request_param_t p; memset(&p, 0, sizeof(p));
+    wait_req(w, ucp_tag_send_nbx(ep, buf, len, tag, &p), "send");
+}
+
+int main(void) {
+    ucp_params_t params; memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    ucp_context_h ctx; ucp_worker_h w;
+    ucp_worker_params_t wp; memset(&wp, 0, sizeof(wp));
+    if (ucp_init(&params, NULL, &ctx) != UCS_OK) return 10;
+    if (ucp_worker_create(ctx, &wp, &w) != UCS_OK) return 11;
+    ucp_address_t *addr; size_t alen;
+    if (ucp_worker_get_address(w, &addr, &alen) != UCS_OK) return 12;
+    printf("ADDRESS ");
+    for (size_t i = 0; i < alen; i++) printf("%02x", ((unsigned char *)addr)[i]);
+    printf("\n");
+    fflush(stdout);
+    char line[65536];
+    if (!fgets(line, sizeof(line), stdin)) return 13;
+    size_t plen = strlen(line) / 2;
+    unsigned char *peer = malloc(plen);
+    for (size_t i = 0; i < plen; i++) sscanf(line + 2 * i, "%2hhx", &peer[i]);
+    ucp_ep_params_t ep_params; memset(&ep_params, 0, sizeof(ep_params));
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep_params.address = (ucp_address_t *)peer;
+    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ucp_ep_h ep;
+    if (ucp_ep_create(w, &ep_params, &ep) != UCS_OK) return 14;
+    char buf[256];
+    size_t n = recv_tag(w, buf, sizeof(buf), 7);
+    send_tag(w, ep, buf, n, 8);
+    const char *hello = "hello from C";
+    send_tag(w, ep, hello, strlen(hello), 9);
+    recv_tag(w, buf, sizeof(buf), 10);
+    ucp_request_param_t cp; memset(&cp, 0, sizeof(cp));
+    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    wait_req(w, ucp_ep_close_nbx(ep, &cp), "close");
+    ucp_worker_release_address(w, addr);
+    ucp_worker_destroy(w);
+    ucp_cleanup(ctx);
+    printf("DONE\n");
+    return 0;
+}
