@@ -317,6 +317,32 @@ public final class Endpoint implements AutoCloseable {
 
     // ---------------------------------------------------------------- lifecycle
 
+    /** Bytes, messages and large-transfer bandwidth quantiles of this endpoint so far. */
+    public EndpointStats stats() {
+        org.ucx4j.internal.engine.PeerStats s = core.stats();
+        double[] q = s.bandwidthQuantiles(0.25, 0.5, 0.75);
+        return new EndpointStats(core.peer(), s.bytesSent(), s.bytesReceived(), s.messagesSent(),
+                s.messagesReceived(), s.largeTransfers(), q[0], q[1], q[2]);
+    }
+
+    /**
+     * Closes the endpoint gracefully, off the caller's thread, once {@code n} more receives (tag or stream) have
+     * completed on it (UCX-Py's {@code close_after_n_recv}); {@code n == 0} closes now.
+     */
+    public void closeAfterReceives(long n) {
+        if (n < 0) {
+            throw new IllegalArgumentException("negative count: " + n);
+        }
+        ucx.checkOpen();
+        core.closeAfterReceives(n, this::close);
+    }
+
+    /** Starts a graceful close and returns at once; the future completes when the endpoint is released. */
+    public CompletableFuture<Void> closeAsync() {
+        Thread.ofVirtual().name("ucx4j-close-" + core.peer()).start(this::close);
+        return closeFuture();
+    }
+
     /** A process-unique random id (UUID). */
     public UUID id() {
         return core.id();

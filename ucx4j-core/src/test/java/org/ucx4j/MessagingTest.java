@@ -202,4 +202,51 @@ class MessagingTest {
             assertFalse(server.isAlive());
         });
     }
+
+    @Test
+    void closeAfterReceivesClosesOnTheNth() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            server.closeAfterReceives(3);
+            CompletableFuture<Long> peerSide = client.recvAsync(new byte[1], 9);
+            for (int i = 0; i < 3; i++) {
+                assertTrue(server.isAlive(), "still open before receive " + i);
+                CompletableFuture<Long> r = server.recvAsync(new byte[4], 1);
+                client.send(new byte[] {1, 2, 3, (byte) i}, 1, T);
+                assertEquals(4, r.get(10, TimeUnit.SECONDS));
+            }
+            server.closeFuture().get(10, TimeUnit.SECONDS);
+            assertTrue(server.isClosed());
+            Exception e = assertThrows(Exception.class, () -> peerSide.get(10, TimeUnit.SECONDS));
+            assertInstanceOf(ConnectionResetException.class, e.getCause());
+            assertThrows(IllegalArgumentException.class, () -> client.closeAfterReceives(-1));
+        });
+    }
+
+    @Test
+    void perPeerStatsCountBytesMessagesAndLargeTransferBandwidth() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                long big = 2_000_000;
+                MemorySegment in = arena.allocate(big);
+                for (int i = 0; i < 4; i++) {
+                    CompletableFuture<Long> r = server.recvAsync(in, 1);
+                    client.send(Data.pattern(arena, big, i), 1, T);
+                    assertEquals(big, r.get(10, TimeUnit.SECONDS));
+                }
+                byte[] small = new byte[10];
+                CompletableFuture<Long> r = server.recvAsync(small, 2);
+                client.send(small, 2, T);
+                r.get(10, TimeUnit.SECONDS);
+                EndpointStats c = client.stats(), s = server.stats();
+                assertEquals(4 * big + 10, c.bytesSent());
+                assertEquals(5, c.messagesSent());
+                assertEquals(4 * big + 10, s.bytesReceived());
+                assertEquals(5, s.messagesReceived());
+                assertEquals(0, c.bytesReceived());
+                assertEquals(4, s.largeTransfers());
+                assertTrue(s.p25MBps() > 0 && s.p25MBps() <= s.p50MBps() && s.p50MBps() <= s.p75MBps(), s.toString());
+                assertTrue(s.summary().endsWith("(" + (4 * big + 10) + " bytes)"), s.summary());
+            }
+        });
+    }
 }

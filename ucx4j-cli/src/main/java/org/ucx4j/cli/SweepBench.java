@@ -109,6 +109,7 @@ final class SweepBench implements Callable<Integer> {
             }
         }
         Map<String, List<Measurement>> results = new LinkedHashMap<>();
+        String peerStats = null;
         Process server = startServer();
         try {
             BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream()));
@@ -132,6 +133,7 @@ final class SweepBench implements Callable<Integer> {
                     results.computeIfAbsent(stack + "|" + mode + "|" + size, k -> new ArrayList<>()).add(m);
                 }
                 System.err.print("\r" + " ".repeat(78) + "\r");
+                peerStats = "(sweep-client,sweep-server) | " + ep.stats().summary();
                 UcxRuns.quit(ep);
                 NioRuns.quit(nio);
             }
@@ -142,6 +144,11 @@ final class SweepBench implements Callable<Integer> {
         List<Measurement> medians = results.values().stream().map(Measurement::median).toList();
         Report report = new Report(medians, sz, modes, active);
         report.printTable(System.out, describe());
+        if (peerStats != null && active.contains("ucx4j")) {
+            System.out.println();
+            System.out.println("per-peer bandwidth of ucx4j transfers >= 1 MB (Endpoint.stats(): 25% 50% 75% (total bytes))");
+            System.out.println(peerStats);
+        }
         if (json != null) {
             ObjectMapper om = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
             om.writeValue(json.toFile(), report.json(describe()));

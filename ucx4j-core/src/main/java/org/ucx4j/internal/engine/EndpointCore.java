@@ -26,6 +26,10 @@ public final class EndpointCore {
     int slot = -1;
     long handle;
     int peerConnId;
+    final PeerStats stats = new PeerStats();
+    /** Close gracefully once this many receives have completed in total (-1: never); see closeAfterReceives. */
+    volatile long closeAfter = -1;
+    volatile Runnable closeAfterAction;
     /** Raw endpoint (worker address, no handshake): tags go on the wire as given. */
     volatile boolean raw;
     long peerPid;
@@ -56,6 +60,19 @@ public final class EndpointCore {
 
     public String peer() {
         return peer;
+    }
+
+    public PeerStats stats() {
+        return stats;
+    }
+
+    /** Arms a close after {@code n} more receives complete; {@code action} runs off the progress thread. */
+    public void closeAfterReceives(long n, Runnable action) {
+        closeAfterAction = action;
+        engine.execute(() -> {
+            closeAfter = stats.messagesReceived + n;
+            engine.checkCloseAfter(this);
+        });
     }
 
     public boolean isRaw() {

@@ -600,6 +600,9 @@ public final class Engine {
     }
 
     private void post(Op op) {
+        if (op.length >= PeerStats.LARGE) {
+            op.startedAt = System.nanoTime();
+        }
         switch (op.kind) {
             case Op.TASK -> runTask(op);
             case Op.TAG_SEND -> {
@@ -830,11 +833,35 @@ public final class Engine {
                                 (int) length);
                     }
                     freeOwned(op);
+                    EndpointCore ep = op.ep;
+                    boolean receive = op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV;
+                    if (ep != null) { // counted before the caller wakes, so it sees its own transfer
+                        if (receive) {
+                            ep.stats.received(length, op.startedAt);
+                        } else {
+                            ep.stats.sent(length, op.startedAt);
+                        }
+                    }
                     op.finish(length, tag, null);
+                    if (ep != null && receive) {
+                        checkCloseAfter(ep);
+                    }
                 } else {
                     freeOwned(op);
                     op.finish(0, 0, errorFor(op, status));
                 }
+            }
+        }
+    }
+
+    /** Owner thread: starts the graceful close armed by closeAfterReceives once enough receives completed. */
+    void checkCloseAfter(EndpointCore ep) {
+        long at = ep.closeAfter;
+        if (at >= 0 && ep.stats.messagesReceived >= at) {
+            ep.closeAfter = -1;
+            Runnable action = ep.closeAfterAction;
+            if (action != null) {
+                executor.execute(action);
             }
         }
     }

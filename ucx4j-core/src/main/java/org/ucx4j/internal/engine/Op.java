@@ -62,6 +62,8 @@ public final class Op extends SafeFuture<Long> {
     boolean pooled;
     /** A receive posted without a callback: its caller, the owner thread, polls it (no upcall per message). */
     boolean polled;
+    /** System.nanoTime() when a transfer of >= 1 MB was posted (per-peer bandwidth), else 0. */
+    long startedAt;
 
     Op(Executor executor) {
         super(executor);
@@ -97,6 +99,7 @@ public final class Op extends SafeFuture<Long> {
         slot = -1;
         pendingPrev = pendingNext = null;
         polled = false;
+        startedAt = 0;
         copyBack = null;
         owned = 0;
         task = null;

@@ -1,0 +1,16 @@
+package org.ucx4j;
+
+/**
+ * Traffic on one endpoint so far: bytes and messages each way (completed operations), and the bandwidth of recent
+ * transfers of at least 1 MB (10^6 B) at the 25th, 50th and 75th percentile in MB/s — what the Dask authors wanted
+ * to "learn bandwidth between peers". Bandwidth figures are NaN until such a transfer completed.
+ */
+public record EndpointStats(String peer, long bytesSent, long bytesReceived, long messagesSent, long messagesReceived,
+        long largeTransfers, double p25MBps, double p50MBps, double p75MBps) {
+
+    /** Like the seed's per-peer table: {@code 25% 50% 75% (total bytes)}. */
+    public String summary() {
+        return String.format(java.util.Locale.ROOT, "%.0f MB/s %.0f MB/s %.0f MB/s (%d bytes)", p25MBps, p50MBps,
+                p75MBps, bytesSent + bytesReceived);
+    }
+}
