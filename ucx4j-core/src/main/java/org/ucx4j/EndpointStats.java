@@ -10,6 +10,9 @@ public record EndpointStats(String peer, long bytesSent, long bytesReceived, lon
 
     /** Like the seed's per-peer table: {@code 25% 50% 75% (total bytes)}. */
     public String summary() {
+        if (Double.isNaN(p50MBps)) {
+            return "- - - (" + (bytesSent + bytesReceived) + " bytes; no transfer >= 1 MB)";
+        }
         return String.format(java.util.Locale.ROOT, "%.0f MB/s %.0f MB/s %.0f MB/s (%d bytes)", p25MBps, p50MBps,
                 p75MBps, bytesSent + bytesReceived);
     }
