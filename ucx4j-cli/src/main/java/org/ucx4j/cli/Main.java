@@ -13,6 +13,18 @@ public final class Main implements Runnable {
         new CommandLine(this).usage(System.out);
     }
 
+    /** A command line that runs this tool again in a new JVM (same Java, class path, native access). */
+    static java.util.List<String> selfCommand(String... args) {
+        java.util.List<String> cmd = new java.util.ArrayList<>();
+        cmd.add(java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.add("--enable-native-access=ALL-UNNAMED");
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add(Main.class.getName());
+        cmd.addAll(java.util.List.of(args));
+        return cmd;
+    }
+
     public static void main(String[] args) {
         System.exit(new CommandLine(new Main()).execute(args));
     }

@@ -95,15 +95,9 @@ final class SendRecvBench implements Callable<Integer> {
             return 0;
         }
         // spawn the server as a second process, then run the client here
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.add("--enable-native-access=ALL-UNNAMED");
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(Main.class.getName());
-        cmd.addAll(List.of("bench", "send-recv", "--server", "--size", String.valueOf(size), "--iters",
-                String.valueOf(iters), "--warmup", String.valueOf(warmup), "--mode", mode, "--window",
-                String.valueOf(window), "--transport", transport, "--progress", progress));
+        List<String> cmd = Main.selfCommand("bench", "send-recv", "--server", "--size", String.valueOf(size),
+                "--iters", String.valueOf(iters), "--warmup", String.valueOf(warmup), "--mode", mode, "--window",
+                String.valueOf(window), "--transport", transport, "--progress", progress);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT);
         if (tls() != null) {
             pb.environment().put("UCX_TLS", tls());

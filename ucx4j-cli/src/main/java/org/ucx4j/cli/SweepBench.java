@@ -213,14 +213,7 @@ final class SweepBench implements Callable<Integer> {
     }
 
     private Process startServer() throws Exception {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.add("--enable-native-access=ALL-UNNAMED");
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(Main.class.getName());
-        cmd.addAll(List.of("bench", "sweep-server"));
-        return new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        return new ProcessBuilder(Main.selfCommand("bench", "sweep-server")).redirectError(ProcessBuilder.Redirect.INHERIT).start();
     }
 
     /** The other side of the sweep: one ucx4j endpoint and one NIO connection, serving commands. */
