@@ -3,18 +3,13 @@ package org.ucx4j.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.HdrHistogram.Histogram;
 import org.ucx4j.Endpoint;
 import org.ucx4j.Listener;
 import org.ucx4j.ProgressMode;
@@ -61,8 +56,6 @@ final class SendRecvBench implements Callable<Integer> {
 
     @Option(names = "--format", defaultValue = "table", description = "table or json")
     String format;
-
-    static final int TAG = 1, ACK = 2;
 
     private UcxOptions options() {
         UcxOptions o = UcxOptions.defaults().withProgressMode(
@@ -138,101 +131,30 @@ final class SendRecvBench implements Callable<Integer> {
                         Thread.onSpinWait();
                     }
                 }
-                Endpoint ep = accepted.get();
-                try (Arena arena = Arena.ofShared()) {
-                    MemorySegment buf = arena.allocate(Math.max(1, size)).asSlice(0, size);
-                    int total = warmup + iters;
-                    if ("latency".equals(mode)) {
-                        for (int i = 0; i < total; i++) {
-                            ep.recv(buf, TAG);
-                            ep.send(buf, TAG);
-                        }
-                    } else {
-                        List<CompletableFuture<Long>> pending = new ArrayList<>(window);
-                        for (int i = 0; i < total; i += window) {
-                            int n = Math.min(window, total - i);
-                            for (int k = 0; k < n; k++) {
-                                pending.add(ep.recvAsync(buf, TAG));
-                            }
-                            for (CompletableFuture<Long> f : pending) {
-                                while (!f.isDone()) {
-                                    poll(ucx);
-                                }
-                            }
-                            pending.clear();
-                        }
-                        ep.send(new byte[1], ACK);
-                    }
-                    ep.recv(new byte[1], ACK, Duration.ofSeconds(30)); // client says goodbye
+                try (Endpoint ep = accepted.get()) {
+                    UcxRuns.serve(ucx, ep); // the same command protocol as bench sweep
                 }
-                ep.close();
             }
         }
     }
 
-    private void poll(Ucx ucx) {
-        if ("caller".equals(progress)) {
-            ucx.progress();
-        } else {
-            Thread.onSpinWait();
-        }
-    }
-
-    record Result(String mode, long size, int iters, double p50us, double p99us, double meanUs, double mbps,
-            String lanes) {}
+    record Result(Measurement m, String lanes) {}
 
     private Result runClient(String host, int serverPort) throws Exception {
         try (Ucx ucx = Ucx.open(options().withName("bench-client"));
-                Endpoint ep = ucx.connect(host, serverPort, Duration.ofSeconds(10));
-                Arena arena = Arena.ofShared()) {
-            MemorySegment buf = arena.allocate(Math.max(1, size)).asSlice(0, size);
-            Result result;
+                Endpoint ep = ucx.connect(host, serverPort, Duration.ofSeconds(10))) {
+            Measurement m;
             if ("latency".equals(mode)) {
-                Histogram h = new Histogram(3_600_000_000L, 3);
-                for (int i = 0; i < warmup; i++) {
-                    ep.send(buf, TAG);
-                    ep.recv(buf, TAG);
-                }
-                long start = System.nanoTime();
-                for (int i = 0; i < iters; i++) {
-                    long t0 = System.nanoTime();
-                    ep.send(buf, TAG);
-                    ep.recv(buf, TAG);
-                    h.recordValue((System.nanoTime() - t0) / 2);
-                }
-                long elapsed = System.nanoTime() - start;
-                double mean = elapsed / 2.0 / iters / 1000.0;
-                result = new Result(mode, size, iters, h.getValueAtPercentile(50) / 1000.0,
-                        h.getValueAtPercentile(99) / 1000.0, mean, size * (double) iters / (elapsed / 2.0) * 1e3,
-                        lanes(ep));
+                m = UcxRuns.latency(ep, size, iters, warmup);
             } else {
-                List<CompletableFuture<Long>> pending = new ArrayList<>(window);
-                long start = 0;
-                int total = warmup + iters;
-                for (int i = 0; i < total; i += window) {
-                    if (i >= warmup && start == 0) {
-                        start = System.nanoTime();
-                    }
-                    int n = Math.min(window, total - i);
-                    for (int k = 0; k < n; k++) {
-                        pending.add(ep.sendAsync(buf, TAG));
-                    }
-                    for (CompletableFuture<Long> f : pending) {
-                        while (!f.isDone()) {
-                            poll(ucx);
-                        }
-                        f.join();
-                    }
-                    pending.clear();
+                if (warmup > 0) {
+                    UcxRuns.stream(ucx, ep, mode, size, warmup, window);
                 }
-                ep.recv(new byte[1], ACK, Duration.ofSeconds(60));
-                long elapsed = System.nanoTime() - start;
-                double perMsgUs = elapsed / 1000.0 / iters;
-                result = new Result(mode, size, iters, Double.NaN, Double.NaN, perMsgUs,
-                        size * (double) iters / elapsed * 1e3, lanes(ep));
+                m = UcxRuns.stream(ucx, ep, mode, size, iters, window);
             }
-            ep.send(new byte[1], ACK);
-            return result;
+            String lanes = lanes(ep);
+            UcxRuns.quit(ep);
+            return new Result(m, lanes);
         }
     }
 
@@ -247,7 +169,8 @@ final class SendRecvBench implements Callable<Integer> {
         return sb.toString();
     }
 
-    private void report(Result r) throws Exception {
+    private void report(Result res) throws Exception {
+        Measurement r = res.m();
         if ("json".equals(format)) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("stack", "ucx4j");
@@ -255,20 +178,20 @@ final class SendRecvBench implements Callable<Integer> {
             m.put("mode", r.mode());
             m.put("size", r.size());
             m.put("iters", r.iters());
-            m.put("p50_us", Double.isNaN(r.p50us()) ? null : r.p50us());
-            m.put("p99_us", Double.isNaN(r.p99us()) ? null : r.p99us());
+            m.put("p50_us", Double.isNaN(r.p50Us()) ? null : r.p50Us());
+            m.put("p99_us", Double.isNaN(r.p99Us()) ? null : r.p99Us());
             m.put("mean_us", r.meanUs());
             m.put("mbps", r.mbps());
             m.put("transport", transport);
             m.put("progress", progress);
-            m.put("lanes", r.lanes());
+            m.put("lanes", res.lanes());
             System.out.println(new ObjectMapper().writeValueAsString(m));
             return;
         }
         System.out.printf("ucx4j bench send-recv  mode=%s  transport=%s  progress=%s  lanes: %s%n", r.mode(),
-                transport, progress, r.lanes());
+                transport, progress, res.lanes());
         System.out.printf("%10s %10s %10s %10s %10s %12s%n", "size", "iters", "p50 us", "p99 us", "mean us", "MB/s");
-        System.out.printf("%10d %10d %10.3f %10.3f %10.3f %12.1f%n", r.size(), r.iters(), r.p50us(), r.p99us(),
+        System.out.printf("%10d %10d %10.3f %10.3f %10.3f %12.1f%n", r.size(), r.iters(), r.p50Us(), r.p99Us(),
                 r.meanUs(), r.mbps());
     }
 }

@@ -7,11 +7,12 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import org.HdrHistogram.Histogram;
 import org.ucx4j.Endpoint;
+import org.ucx4j.ProgressMode;
 import org.ucx4j.Ucx;
 
 /**
  * The ucx4j side of the sweep: the client sends a command (mode, size, total, window) with tag {@link #CTRL}, the
- * server runs it. Both sides drive their worker themselves (caller progress mode), as ucx_perftest does.
+ * server runs it. In caller progress mode both sides drive their worker themselves, as ucx_perftest does.
  */
 final class UcxRuns {
     static final int CTRL = 100, DATA = 1, ACK = 2;
@@ -48,10 +49,7 @@ final class UcxRuns {
                     }
                     for (long done = 0; done < total; done++) {
                         CompletableFuture<Long> f = ring[(int) (done % window)];
-                        while (!f.isDone()) {
-                            ucx.progress();
-                        }
-                        f.join();
+                        await(ucx, f);
                         if (posted < total) {
                             ring[(int) (posted % window)] = ep.recvAsync(b, DATA);
                             posted++;
@@ -106,10 +104,7 @@ final class UcxRuns {
                 int k = (int) (i % window);
                 CompletableFuture<Long> prev = ring[k];
                 if (prev != null) {
-                    while (!prev.isDone()) {
-                        ucx.progress();
-                    }
-                    prev.join();
+                    await(ucx, prev);
                 }
                 ring[k] = ep.sendAsync(b, DATA);
             }
@@ -119,6 +114,19 @@ final class UcxRuns {
             return new Measurement("ucx4j", mode, size, iters, Double.NaN, Double.NaN, perMsgUs,
                     size * (double) iters / elapsed * 1e3, iters / (elapsed / 1e9));
         }
+    }
+
+    /** Waits for {@code f}: drives the worker in caller-progress mode, otherwise spins while its thread does. */
+    private static void await(Ucx ucx, CompletableFuture<Long> f) {
+        boolean caller = ucx.options().progressMode() == ProgressMode.CALLER;
+        while (!f.isDone()) {
+            if (caller) {
+                ucx.progress();
+            } else {
+                Thread.onSpinWait();
+            }
+        }
+        f.join();
     }
 
     private static void command(Endpoint ep, Arena arena, long mode, long size, long total, int window) {
