@@ -3,10 +3,13 @@ package org.ucx4j;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
+import org.ucx4j.internal.engine.AmSend;
+import org.ucx4j.internal.engine.AmWire;
 import org.ucx4j.internal.engine.Engine;
 import org.ucx4j.internal.engine.EndpointCore;
 import org.ucx4j.internal.engine.Op;
@@ -311,6 +314,172 @@ public final class Endpoint implements AutoCloseable {
         ucx.checkOpen();
         Op op = engine.streamRecv(core, seg.address(), seg.byteSize(), waitAll, 0, null, blocking);
         Ucx.keepAlive(op, seg);
+        engine.submit(op);
+        return op;
+    }
+
+    // ---------------------------------------------------------------- active messages
+
+    /**
+     * Sends an active message: a small user header (copied) and a payload the receiver allocates memory for
+     * ({@link #amRecv()}); large payloads go by rendezvous straight into that memory. A native payload is sent in
+     * place and must stay valid until completion; a heap payload is copied. On a raw endpoint the header goes on
+     * the wire exactly as given, with UCX AM id 0.
+     */
+    public CompletableFuture<Long> amSendAsync(MemorySegment header, MemorySegment payload) {
+        Op op = amOp(header, payload, false);
+        engine.submit(op);
+        return op;
+    }
+
+    public void amSend(MemorySegment header, MemorySegment payload) {
+        engine.await(submitted(amOp(header, payload, true)), -1);
+    }
+
+    public void amSend(MemorySegment header, MemorySegment payload, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        engine.await(submitted(amOp(header, payload, true)), t);
+    }
+
+    public void amSend(byte[] header, byte[] payload) {
+        amSend(MemorySegment.ofArray(Objects.requireNonNull(header, "header")),
+                MemorySegment.ofArray(Objects.requireNonNull(payload, "payload")));
+    }
+
+    /** The next active message the peer sent to this endpoint (in arrival order), in receiver-allocated memory. */
+    public CompletableFuture<AmMessage> amRecvAsync() {
+        ucx.checkOpen();
+        return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this));
+    }
+
+    public AmMessage amRecv() {
+        return new AmMessage(take(AmWire.PLAIN, -1, "active message receive"), this);
+    }
+
+    public AmMessage amRecv(Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        return new AmMessage(take(AmWire.PLAIN, t, "active message receive"), this);
+    }
+
+    private Op amOp(MemorySegment header, MemorySegment payload, boolean blocking) {
+        Objects.requireNonNull(header, "header");
+        Objects.requireNonNull(payload, "payload");
+        ucx.checkOpen();
+        Op op = AmSend.message(core, header, payload, blocking);
+        Ucx.keepAlive(op, payload);
+        return op;
+    }
+
+    private Op submitted(Op op) {
+        engine.submit(op);
+        return op;
+    }
+
+    private org.ucx4j.internal.engine.AmData take(byte kind, long timeoutNanos, String what) {
+        ucx.checkOpen();
+        return engine.awaitFuture(engine.amTake(core, kind), timeoutNanos, what);
+    }
+
+    // ---------------------------------------------------------------- frames and objects
+
+    /**
+     * Sends several buffers as one message (Dask's framing, UCXX's {@code send_multi}): a header with the frame
+     * count, sizes and memory types, then the frames gathered in one transfer. The receiver allocates once and gets
+     * them back as {@link Frames}. Native frames are sent in place; heap frames are copied.
+     *
+     * @throws IllegalArgumentException with more frames than {@link UcxOptions#withMaxFrames} allows
+     */
+    public CompletableFuture<Long> sendFramesAsync(List<MemorySegment> frames) {
+        Op op = framesOp(frames, false);
+        engine.submit(op);
+        return op;
+    }
+
+    public void sendFrames(List<MemorySegment> frames) {
+        engine.await(submitted(framesOp(frames, true)), -1);
+    }
+
+    public void sendFrames(List<MemorySegment> frames, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        engine.await(submitted(framesOp(frames, true)), t);
+    }
+
+    /** The next multi-frame message; fails with {@link MessageRefusedException} if the peer's header is over a cap. */
+    public CompletableFuture<Frames> recvFramesAsync() {
+        ucx.checkOpen();
+        return Ucx.adapt(engine.amTake(core, AmWire.FRAMES), Frames::new);
+    }
+
+    public Frames recvFrames() {
+        return new Frames(take(AmWire.FRAMES, -1, "frames receive"));
+    }
+
+    public Frames recvFrames(Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        return new Frames(take(AmWire.FRAMES, t, "frames receive"));
+    }
+
+    private Op framesOp(List<MemorySegment> frames, boolean blocking) {
+        Objects.requireNonNull(frames, "frames");
+        int max = ucx.options().maxFrames();
+        if (frames.size() > max) {
+            throw new IllegalArgumentException(frames.size() + " frames, more than maxFrames " + max);
+        }
+        List<MemorySegment> copy = List.copyOf(frames); // null frames rejected here
+        ucx.checkOpen();
+        Op op = AmSend.frames(core, copy, blocking);
+        Ucx.keepAlive(op, copy);
+        return op;
+    }
+
+    /** Sends a byte sequence (say, a serialized object) that {@link #recvObject()} gets back as a {@code byte[]}. */
+    public CompletableFuture<Long> sendObjectAsync(byte[] object) {
+        Op op = objectOp(MemorySegment.ofArray(Objects.requireNonNull(object, "object")), false);
+        engine.submit(op);
+        return op;
+    }
+
+    public void sendObject(byte[] object) {
+        engine.await(submitted(objectOp(MemorySegment.ofArray(Objects.requireNonNull(object, "object")), true)), -1);
+    }
+
+    public void sendObject(MemorySegment object) {
+        engine.await(submitted(objectOp(Objects.requireNonNull(object, "object"), true)), -1);
+    }
+
+    public CompletableFuture<byte[]> recvObjectAsync() {
+        ucx.checkOpen();
+        return Ucx.adapt(engine.amTake(core, AmWire.OBJECT), Endpoint::objectBytes);
+    }
+
+    /** The next object; fails with {@link MessageRefusedException} if it is over {@link UcxOptions#withMaxMessageBytes}. */
+    public byte[] recvObject() {
+        return objectBytes(take(AmWire.OBJECT, -1, "object receive"));
+    }
+
+    public byte[] recvObject(Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        return objectBytes(take(AmWire.OBJECT, t, "object receive"));
+    }
+
+    private Op objectOp(MemorySegment object, boolean blocking) {
+        ucx.checkOpen();
+        Op op = AmSend.object(core, object, blocking);
+        Ucx.keepAlive(op, object);
+        return op;
+    }
+
+    private static byte[] objectBytes(org.ucx4j.internal.engine.AmData d) {
+        try {
+            return d.payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+        } finally {
+            d.free();
+        }
+    }
+
+    /** Test hook: an active message of {@code kind} with a header exactly as given (after ucx4j's prefix). */
+    CompletableFuture<Long> sendForged(byte kind, MemorySegment header, MemorySegment payload) {
+        Op op = AmSend.forged(core, kind, header, payload);
         engine.submit(op);
         return op;
     }

@@ -56,7 +56,8 @@ public final class Ucx implements AutoCloseable {
         String name = options.name() + "-" + COUNTER.incrementAndGet();
         Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
         this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
-                options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos()));
+                options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos(),
+                options.allocator(MemoryType.HOST), options.maxFrames(), options.maxMessageBytes()));
     }
 
     /** Opens UCX with ucx4j's defaults. */
@@ -321,6 +322,63 @@ public final class Ucx implements AutoCloseable {
                 blocking);
         keepAlive(op, seg);
         return op;
+    }
+
+    // ---------------------------------------------------------------- active messages from raw peers
+
+    /**
+     * The next active message that a raw peer (a plain UCX program, or {@link #connect(WorkerAddress)} on the other
+     * side) sent with UCX AM id 0, in receiver-allocated memory. Messages between ucx4j endpoints are received with
+     * {@link Endpoint#amRecv()}.
+     */
+    public CompletableFuture<AmMessage> amRecvAsync() {
+        checkOpen();
+        return adapt(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), d -> new AmMessage(d, null));
+    }
+
+    public AmMessage amRecv() {
+        checkOpen();
+        return new AmMessage(engine.awaitFuture(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), -1,
+                "active message receive"), null);
+    }
+
+    public AmMessage amRecv(Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        checkOpen();
+        return new AmMessage(engine.awaitFuture(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), t,
+                "active message receive"), null);
+    }
+
+    /**
+     * The future of a receiver-allocated message, converted: the conversion runs off the progress thread, a
+     * message that arrives for a caller who canceled is freed, and canceling the result withdraws the receive.
+     */
+    static <T> CompletableFuture<T> adapt(org.ucx4j.internal.engine.SafeFuture<org.ucx4j.internal.engine.AmData> src,
+            java.util.function.Function<org.ucx4j.internal.engine.AmData, T> convert) {
+        CompletableFuture<T> out = src.newIncompleteFuture();
+        src.whenComplete((d, e) -> {
+            if (e != null) {
+                out.completeExceptionally(e instanceof java.util.concurrent.CompletionException c && c.getCause() != null
+                        ? c.getCause() : e);
+            } else if (out.isDone()) {
+                d.free();
+            } else {
+                try {
+                    if (!out.complete(convert.apply(d))) {
+                        d.free();
+                    }
+                } catch (Throwable t) {
+                    d.free();
+                    out.completeExceptionally(t);
+                }
+            }
+        });
+        out.whenComplete((v, e) -> {
+            if (out.isCancelled()) {
+                src.cancel(false);
+            }
+        });
+        return out;
     }
 
     // ---------------------------------------------------------------- progress & close

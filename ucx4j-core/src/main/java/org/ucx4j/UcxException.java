@@ -45,6 +45,7 @@ public class UcxException extends RuntimeException {
                     new UnreachableException(msg, status);
             case Status.ERR_NOT_CONNECTED -> new EndpointClosedException(msg, status);
             case Status.ERR_INVALID_PARAM -> new ConfigException(msg, status);
+            case Status.ERR_EXCEEDS_LIMIT -> new MessageRefusedException(msg, status);
             default -> {
                 if (status <= Status.ERR_FIRST_LINK_FAILURE && status >= Status.ERR_LAST_ENDPOINT_FAILURE) {
                     yield new ConnectionResetException(msg, status);

@@ -22,6 +22,10 @@ public final class UcxOptions implements Cloneable {
     private Duration closeTimeout = Duration.ofSeconds(1);
     private String name = "ucx4j";
     private byte[] secret;
+    private java.util.Map<MemoryType, MemoryAllocator> allocators = java.util.Map.of(MemoryType.HOST,
+            MemoryAllocator.malloc());
+    private int maxFrames = 256;
+    private long maxMessageBytes = 1L << 31;
 
     private UcxOptions() {}
 
@@ -104,6 +108,59 @@ public final class UcxOptions implements Cloneable {
         UcxOptions o = copy();
         o.secret = secret.clone();
         return o;
+    }
+
+    /**
+     * The allocator receiver-allocated messages of {@code type} land in (active messages, frames, objects). Host
+     * memory defaults to malloc; other memory types are slots for device allocators (CUDA comes later).
+     */
+    public UcxOptions withAllocator(MemoryType type, MemoryAllocator allocator) {
+        Objects.requireNonNull(type, "type");
+        Objects.requireNonNull(allocator, "allocator");
+        java.util.Map<MemoryType, MemoryAllocator> m = new java.util.EnumMap<>(allocators);
+        m.put(type, allocator);
+        UcxOptions o = copy();
+        o.allocators = java.util.Collections.unmodifiableMap(m);
+        return o;
+    }
+
+    /** The allocator for {@code type}, or null if none is registered. */
+    public MemoryAllocator allocator(MemoryType type) {
+        return allocators.get(type);
+    }
+
+    /**
+     * Most frames one {@link Endpoint#recvFrames()} message may carry (default 256); a peer's header claiming more
+     * is refused before anything is allocated. The sender checks its own cap too.
+     */
+    public UcxOptions withMaxFrames(int maxFrames) {
+        if (maxFrames < 0) {
+            throw new IllegalArgumentException("negative maxFrames: " + maxFrames);
+        }
+        UcxOptions o = copy();
+        o.maxFrames = maxFrames;
+        return o;
+    }
+
+    public int maxFrames() {
+        return maxFrames;
+    }
+
+    /**
+     * Largest receiver-allocated message (active message payload, all frames together, object) this side accepts
+     * (default 2 GiB); checked against the sender's header before anything is allocated.
+     */
+    public UcxOptions withMaxMessageBytes(long maxBytes) {
+        if (maxBytes < 0) {
+            throw new IllegalArgumentException("negative maxMessageBytes: " + maxBytes);
+        }
+        UcxOptions o = copy();
+        o.maxMessageBytes = maxBytes;
+        return o;
+    }
+
+    public long maxMessageBytes() {
+        return maxMessageBytes;
     }
 
     /** The shared secret (a copy), or null. */

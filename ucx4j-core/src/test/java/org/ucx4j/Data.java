@@ -28,4 +28,15 @@ final class Data {
             }
         }
     }
+
+    /** Waits up to 10 s for {@code condition}; fails the test if it never holds. */
+    static void eventually(java.util.function.BooleanSupplier condition) throws InterruptedException {
+        long until = System.nanoTime() + 10_000_000_000L;
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > until) {
+                throw new AssertionError("condition never held within 10 s");
+            }
+            Thread.sleep(5);
+        }
+    }
 }

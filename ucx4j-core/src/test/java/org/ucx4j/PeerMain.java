@@ -36,7 +36,47 @@ public final class PeerMain {
                     Thread.sleep(Duration.ofMinutes(10));
                 }
             }
+            case "serve-am-echo" -> {
+                try (Ucx ucx = Ucx.open(); Listener l = ucx.listen(0, PeerMain::amEcho)) {
+                    System.out.println("PORT " + l.port());
+                    System.out.flush();
+                    Thread.sleep(Duration.ofMinutes(10));
+                }
+            }
             default -> throw new IllegalArgumentException(mode);
+        }
+    }
+
+    /** Echoes active messages, frames and objects back on the same endpoint, one virtual thread per kind. */
+    static void amEcho(Endpoint ep) {
+        Thread.ofVirtual().start(() -> {
+            try {
+                while (true) {
+                    try (AmMessage m = ep.amRecv()) {
+                        ep.amSend(m.header(), m.payload());
+                    }
+                }
+            } catch (UcxException e) {
+                // peer went away
+            }
+        });
+        Thread.ofVirtual().start(() -> {
+            try {
+                while (true) {
+                    try (Frames f = ep.recvFrames()) {
+                        ep.sendFrames(f.list());
+                    }
+                }
+            } catch (UcxException e) {
+                // peer went away
+            }
+        });
+        try {
+            while (true) {
+                ep.sendObject(ep.recvObject());
+            }
+        } catch (UcxException e) {
+            // peer went away
         }
     }
 

@@ -49,6 +49,9 @@ public final class Bootstrap {
                 }
             } catch (Throwable t) {
                 closeQuietly(s);
+                if (c != null) {
+                    engine.discard(c);
+                }
                 f.completeExceptionally(mapConnectError(t, peer, timeoutNanos));
             }
         });
@@ -100,6 +103,9 @@ public final class Bootstrap {
             open(engine, c, s, System.nanoTime() + timeout);
         } catch (Throwable t) {
             closeQuietly(s);
+            if (c != null) {
+                engine.discard(c);
+            }
             LOG.warn("ucx4j: rejected incoming connection from {}: {}", peer, t.getMessage());
             return;
         }

@@ -27,6 +27,8 @@ public final class EndpointCore {
     long handle;
     int peerConnId;
     final PeerStats stats = new PeerStats();
+    /** Receiver-allocated messages by kind (plain active messages, frames, objects); owner thread. */
+    final Inbox[] inboxes = {new Inbox(), new Inbox(), new Inbox()};
     /** Close gracefully once this many receives have completed in total (-1: never); see closeAfterReceives. */
     volatile long closeAfter = -1;
     volatile Runnable closeAfterAction;

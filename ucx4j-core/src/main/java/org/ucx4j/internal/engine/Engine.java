@@ -84,6 +84,8 @@ public final class Engine {
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG));
         static final MemorySegment EP_ERROR = stub("onEndpointError",
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_INT));
+        static final MemorySegment AM_RECV = stub("onActiveMessage", FunctionDescriptor.of(JAVA_INT, JAVA_LONG,
+                JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
 
         private static MemorySegment stub(String method, FunctionDescriptor fd) {
             try {
@@ -97,7 +99,8 @@ public final class Engine {
 
     /** Engine settings chosen by the API layer. */
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
-            Executor executor, byte[] secret, long handshakeTimeoutNanos) {}
+            Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
+            int maxFrames, long maxMessageBytes) {}
 
     final int id;
     final String name;
@@ -127,6 +130,14 @@ public final class Engine {
     final byte[] secret;
     final long handshakeTimeoutNanos;
     private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
+    /** Endpoints by local connection id, from before the handshake: active messages find their endpoint here. */
+    private final java.util.concurrent.ConcurrentHashMap<Integer, EndpointCore> byConnId =
+            new java.util.concurrent.ConcurrentHashMap<>();
+    /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
+    private final Inbox rawInbox = new Inbox();
+    private final org.ucx4j.MemoryAllocator allocator;
+    private final int maxFrames;
+    private final long maxMessageBytes;
     private int idle;
 
     public Engine(Config cfg) {
@@ -136,6 +147,9 @@ public final class Engine {
         this.executor = cfg.executor();
         this.secret = cfg.secret();
         this.handshakeTimeoutNanos = cfg.handshakeTimeoutNanos();
+        this.allocator = cfg.allocator();
+        this.maxFrames = cfg.maxFrames();
+        this.maxMessageBytes = cfg.maxMessageBytes();
         this.terminatedFuture = new SafeFuture<>(executor);
         this.reqParam = arena.allocate(UCP_REQUEST_PARAM);
         this.lenOut = arena.allocate(JAVA_LONG);
@@ -189,12 +203,35 @@ public final class Engine {
         pollfd.set(JAVA_INT, 0, efd);
         pollfd.set(JAVA_SHORT, 4, (short) 1); // POLLIN
         this.id = register(this);
+        try {
+            setAmHandler(AmWire.ID_UCX4J);
+            setAmHandler(AmWire.ID_RAW);
+        } catch (RuntimeException e) {
+            unregister(id);
+            Ucp.workerDestroy(worker);
+            Ucp.cleanup(context);
+            arena.close();
+            throw e;
+        }
         if (mode == ProgressMode.CALLER) {
             owner = Thread.currentThread();
         } else {
             Thread t = Thread.ofPlatform().daemon().name("ucx4j-progress-" + name).unstarted(this::runLoop);
             owner = t;
             t.start();
+        }
+    }
+
+    private void setAmHandler(int amId) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment p = a.allocate(UCP_AM_HANDLER_PARAM);
+            p.set(JAVA_LONG, AHP_FIELD_MASK, UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS
+                    | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG);
+            p.set(JAVA_INT, AHP_ID, amId);
+            p.set(JAVA_INT, AHP_FLAGS, UCP_AM_FLAG_WHOLE_MSG);
+            p.set(JAVA_LONG, AHP_CB, Stubs.AM_RECV.address());
+            p.set(JAVA_LONG, AHP_ARG, ((long) amId << 32) | id);
+            check(Ucp.setAmRecvHandler(worker, p.address()), "ucp_worker_set_am_recv_handler");
         }
     }
 
@@ -355,6 +392,104 @@ public final class Engine {
         op.copyBack = copyBack;
         op.blocking = blocking;
         return op;
+    }
+
+    /**
+     * An active-message send: {@code header} (address, length) and the payload ({@code buffer}, {@code count} bytes
+     * when contiguous, or {@code count} {@code ucp_dt_iov_t} entries) of {@code total} bytes.
+     */
+    public Op amSend(EndpointCore ep, int amId, long header, long headerLength, long buffer, long count,
+            boolean iov, long total, long owned, boolean blocking) {
+        Op op = op(blocking);
+        op.kind = Op.AM_SEND;
+        op.what = "active message send";
+        op.ep = ep;
+        op.amId = amId;
+        op.header = header;
+        op.headerLength = headerLength;
+        op.address = buffer;
+        op.length = count;
+        op.datatype = iov ? UCP_DATATYPE_IOV : 0;
+        op.total = total;
+        op.owned = owned;
+        op.blocking = blocking;
+        return op;
+    }
+
+    /** An RMA put ({@code get == false}) or get of {@code length} bytes at {@code remoteAddress}. */
+    public Op rma(EndpointCore ep, boolean get, long local, long length, long remoteAddress, long rkey,
+            boolean blocking) {
+        Op op = op(blocking);
+        op.kind = get ? Op.GET : Op.PUT;
+        op.what = get ? "get" : "put";
+        op.ep = ep;
+        op.address = local;
+        op.length = length;
+        op.tag = remoteAddress;
+        op.rkey = rkey;
+        op.blocking = blocking;
+        return op;
+    }
+
+    /** Completes once every RMA and send issued before on {@code ep} (or on the whole worker if null) completed. */
+    public Op rmaFlush(EndpointCore ep, boolean blocking) {
+        Op op = op(blocking);
+        op.kind = Op.RMA_FLUSH;
+        op.what = "flush";
+        op.ep = ep;
+        op.blocking = blocking;
+        return op;
+    }
+
+    /**
+     * The next receiver-allocated message of {@code kind} on {@code ep} (null: from raw peers, worker-level).
+     * Completes with the message, or fails when the endpoint is gone and nothing is left to read.
+     */
+    public SafeFuture<AmData> amTake(EndpointCore ep, byte kind) {
+        SafeFuture<AmData> f = new SafeFuture<>(executor);
+        executeFor(f, () -> {
+            Inbox in = ep == null ? rawInbox : ep.inboxes[kind];
+            in.take(f, ep == null ? null : ep.unusable(kind == AmWire.PLAIN ? "active message receive"
+                    : kind == AmWire.FRAMES ? "frames receive" : "object receive"));
+        });
+        return f;
+    }
+
+    /**
+     * Waits for a future the owner thread completes: progresses the worker itself when called on the owner thread
+     * (caller mode). On timeout the future is canceled; a value that won the race is returned, not lost.
+     */
+    public <T> T awaitFuture(SafeFuture<T> f, long timeoutNanos, String what) {
+        long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
+        if (Thread.currentThread() == owner) {
+            idle = 0;
+            while (!f.isDone() && (timeoutNanos < 0 || System.nanoTime() - deadline < 0)) {
+                if (progressOnce() == 0) {
+                    idleStep(null);
+                } else {
+                    idle = 0;
+                }
+            }
+        }
+        try {
+            return timeoutNanos < 0 ? f.get() : f.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (java.util.concurrent.TimeoutException e) {
+            if (f.cancel(false)) {
+                throw new UcxTimeoutException(what + " timed out after " + TimeUnit.NANOSECONDS.toMillis(timeoutNanos)
+                        + " ms (" + Status.name(Status.ERR_TIMED_OUT) + ")", Status.ERR_TIMED_OUT);
+            }
+            return f.join();
+        } catch (InterruptedException e) {
+            f.cancel(false);
+            Thread.currentThread().interrupt();
+            throw new CanceledException(what + " interrupted (" + Status.name(Status.ERR_CANCELED) + ")",
+                    Status.ERR_CANCELED, e);
+        } catch (java.util.concurrent.ExecutionException e) {
+            if (e.getCause() instanceof UcxException u) {
+                throw u;
+            }
+            throw new UcxException(what + " failed: " + e.getCause(), 0, e.getCause());
+        }
     }
 
     /** Hands an op to the owner thread (or runs it now when called on the owner thread). */
@@ -686,6 +821,53 @@ public final class Engine {
                     op.ep.addPending(op);
                 }
             }
+            case Op.AM_SEND -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
+                int slot = allocSlot(op);
+                // contiguous bytes are UCX's default datatype; only a frame list needs the iov one
+                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                        | (op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0),
+                        Stubs.SEND.address(), userData(slot), 0);
+                reqParam.set(JAVA_LONG, RP_DATATYPE, op.datatype);
+                long r = Ucp.amSendNbx(op.ep.handle, op.amId, op.header, op.headerLength, op.address, op.length,
+                        reqParam.address());
+                posted(op, slot, r, op.total, 0);
+            }
+            case Op.PUT, Op.GET -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
+                int slot = allocSlot(op);
+                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(),
+                        userData(slot), 0);
+                long r = op.kind == Op.PUT
+                        ? Ucp.putNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address())
+                        : Ucp.getNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address());
+                if (posted(op, slot, r, op.length, 0)) {
+                    op.ep.addPending(op);
+                }
+            }
+            case Op.RMA_FLUSH -> {
+                if (op.ep != null) {
+                    UcxException bad = op.ep.unusable(op.what);
+                    if (bad != null) {
+                        failNow(op, bad);
+                        return;
+                    }
+                }
+                int slot = allocSlot(op);
+                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(),
+                        userData(slot), 0);
+                long r = op.ep != null ? Ucp.epFlushNbx(op.ep.handle, reqParam.address())
+                        : Ucp.workerFlushNbx(worker, reqParam.address());
+                posted(op, slot, r, 0, 0);
+            }
             case Op.FLUSH -> {
                 if (op.ep.state != EndpointCore.CLOSING || op.ep.handle == 0) {
                     op.finish(0, 0, null);
@@ -826,6 +1008,8 @@ public final class Engine {
         unlinkPending(op);
         switch (op.kind) {
             case Op.FLUSH, Op.CLOSE -> op.finish(0, 0, status == Status.OK ? null : UcxException.of(status, op.what));
+            case Op.RMA_FLUSH -> op.finish(0, 0, status == Status.OK ? null : errorFor(op, status));
+            case Op.AM_DATA -> amDataDone(op, status);
             default -> {
                 if (status == Status.OK) {
                     if (op.copyBack != null) {
@@ -834,7 +1018,7 @@ public final class Engine {
                     }
                     freeOwned(op);
                     EndpointCore ep = op.ep;
-                    boolean receive = op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV;
+                    boolean receive = op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV || op.kind == Op.GET;
                     if (ep != null) { // counted before the caller wakes, so it sees its own transfer
                         if (receive) {
                             ep.stats.received(length, op.startedAt);
@@ -941,6 +1125,19 @@ public final class Engine {
         }
     }
 
+    /** {@code ucp_am_recv_callback_t}: arg = AM id << 32 | engine id. Returns a {@code ucs_status_t}. */
+    static int onActiveMessage(long arg, long header, long headerLength, long data, long length, long param) {
+        try {
+            Engine e = REGISTRY[(int) arg];
+            long attr = NativeAccess.view(param, UCP_AM_RECV_PARAM.byteSize()).get(JAVA_LONG, ARP_RECV_ATTR);
+            return e.amArrived((int) (arg >>> 32), header, headerLength, data, length,
+                    (attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+        } catch (Throwable t) {
+            LOG.error("ucx4j active message callback failed", t);
+            return Status.OK;
+        }
+    }
+
     static void onEndpointError(long arg, long ep, int status) {
         try {
             Engine e = REGISTRY[(int) (arg >>> 32)];
@@ -962,6 +1159,115 @@ public final class Engine {
         op.request = request;
         releaseSlot(slot);
         complete(op, status, length < 0 ? op.length : length, tag);
+    }
+
+    // ============================================================== active messages (owner thread)
+
+    /**
+     * An active message arrived: find its inbox, check it against the caps before allocating anything, take the
+     * payload into receiver-allocated memory (copied when eager, pulled by {@code ucp_am_recv_data_nbx} when
+     * rendezvous) and deliver it. A message that cannot be taken becomes an error entry, so its receive fails.
+     */
+    private int amArrived(int amId, long header, long headerLength, long data, long length, boolean rndv) {
+        EndpointCore ep = null;
+        byte kind = AmWire.PLAIN;
+        MemorySegment user = NativeAccess.view(header, headerLength);
+        if (amId == AmWire.ID_UCX4J) {
+            if (headerLength < AmWire.PREFIX) {
+                LOG.warn("ucx4j: dropped an active message with a {}-byte header (not from ucx4j)", headerLength);
+                return rndv ? Status.ERR_INVALID_PARAM : Status.OK;
+            }
+            ep = byConnId.get(user.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, 0) & 0x7fffffff);
+            kind = user.get(JAVA_BYTE, 4);
+            user = user.asSlice(AmWire.PREFIX);
+            if (ep == null || kind < 0 || kind >= AmWire.KINDS) {
+                LOG.debug("ucx4j: dropped an active message for unknown connection or kind {}", kind);
+                return rndv ? Status.ERR_NOT_CONNECTED : Status.OK;
+            }
+        }
+        Inbox inbox = ep == null ? rawInbox : ep.inboxes[kind];
+        String refusal = AmWire.refusal(kind, user, length, maxFrames, maxMessageBytes);
+        if (refusal != null) {
+            LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
+            inbox.deliver(new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
+                    + Status.name(Status.ERR_EXCEEDS_LIMIT) + ")", Status.ERR_EXCEEDS_LIMIT));
+            return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
+        }
+        byte[] userHeader = user.toArray(JAVA_BYTE);
+        MemorySegment payload;
+        try {
+            payload = allocator.allocate(length);
+            if (payload.byteSize() < length) {
+                throw new IllegalStateException("allocator " + allocator + " returned " + payload.byteSize()
+                        + " bytes for " + length);
+            }
+        } catch (Throwable t) {
+            LOG.warn("ucx4j: could not allocate {} bytes for a message from {}: {}", length, ep, t.toString());
+            inbox.deliver(new UcxException("message of " + length + " bytes dropped: allocation failed: " + t
+                    + " (" + Status.name(Status.ERR_NO_MEMORY) + ")", Status.ERR_NO_MEMORY, t));
+            return rndv ? Status.ERR_NO_MEMORY : Status.OK;
+        }
+        AmData m = new AmData(kind, userHeader, payload.asSlice(0, length), allocator, ep);
+        if (!rndv) {
+            MemorySegment.copy(NativeAccess.view(data, length), 0, m.payload, 0, length);
+            if (ep != null) {
+                ep.stats.received(length, 0);
+            }
+            inbox.deliver(m);
+            if (ep != null) {
+                checkCloseAfter(ep);
+            }
+            return Status.OK;
+        }
+        Op op = new Op(this);
+        op.kind = Op.AM_DATA;
+        op.what = "active message receive";
+        op.ep = ep;
+        op.attachment = m;
+        op.inbox = inbox;
+        op.length = length;
+        if (length >= PeerStats.LARGE) {
+            op.startedAt = System.nanoTime();
+        }
+        deferred.add(() -> {
+            int slot = allocSlot(op);
+            setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                    Stubs.STREAM_RECV.address(), userData(slot), 0);
+            long r = Ucp.amRecvDataNbx(worker, data, m.payload.address(), length, reqParam.address());
+            posted(op, slot, r, length, 0);
+        });
+        return Status.INPROGRESS;
+    }
+
+    /** A rendezvous payload finished arriving (or failed). */
+    private void amDataDone(Op op, int status) {
+        AmData m = op.attachment;
+        EndpointCore ep = op.ep;
+        if (status == Status.OK) {
+            if (ep != null) {
+                ep.stats.received(op.length, op.startedAt);
+            }
+            op.inbox.deliver(m);
+            if (ep != null) {
+                checkCloseAfter(ep);
+            }
+            op.finish(op.length, 0, null);
+        } else {
+            m.free();
+            UcxException e = errorFor(op, status);
+            op.inbox.deliver(e);
+            op.finish(0, 0, e);
+        }
+    }
+
+    /** An endpoint is gone: its waiting receives fail; on a local close, what nobody took is freed. */
+    private void closeInboxes(EndpointCore c, boolean local) {
+        for (Inbox in : c.inboxes) {
+            in.failWaiters(c.unusable(in == c.inboxes[AmWire.PLAIN] ? "active message receive" : "receive"));
+            if (local) {
+                in.clear();
+            }
+        }
     }
 
     // ============================================================== connections
@@ -989,7 +1295,14 @@ public final class Engine {
         if (id == 0) {
             id = connIds.getAndIncrement() & 0x7fffffff;
         }
-        return new EndpointCore(this, id, client, peer);
+        EndpointCore c = new EndpointCore(this, id, client, peer);
+        byConnId.put(id, c);
+        return c;
+    }
+
+    /** Forgets an endpoint whose connection never opened. */
+    void discard(EndpointCore c) {
+        byConnId.remove(c.localConnId, c);
     }
 
     /** Creates the UCX endpoint to the peer's worker address, with peer failure detection; opens {@code c}. */
@@ -1088,6 +1401,7 @@ public final class Engine {
         }
         c.state = EndpointCore.FAILED;
         cancelPending(c);
+        closeInboxes(c, cause == null);
         Op close = new Op(this);
         close.kind = Op.CLOSE;
         close.what = "close";
@@ -1111,6 +1425,12 @@ public final class Engine {
                 return;
             }
             c.state = EndpointCore.CLOSED;
+            byConnId.remove(c.localConnId, c);
+            if (c.closedLocally) {
+                for (Inbox in : c.inboxes) {
+                    in.clear();
+                }
+            }
             if (c.slot >= 0 && eps[c.slot] == c) {
                 eps[c.slot] = null;
             }
@@ -1268,11 +1588,20 @@ public final class Engine {
             }
             for (Op s : stuck) {
                 // UCX never completed these; after worker destroy it never will
+                if (s.attachment != null) {
+                    s.attachment.free();
+                }
                 s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
                         + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
             }
             Ucp.workerDestroy(worker);
             Ucp.cleanup(context);
+            rawInbox.clear();
+            for (EndpointCore c : byConnId.values()) {
+                for (Inbox in : c.inboxes) {
+                    in.clear();
+                }
+            }
         } catch (Throwable t) {
             LOG.error("ucx4j: error while closing worker {}", name, t);
         } finally {

@@ -13,7 +13,8 @@ import org.ucx4j.UcxException;
  * future, so they box nothing.
  */
 public final class Op extends SafeFuture<Long> {
-    static final byte TAG_SEND = 1, TAG_RECV = 2, STREAM_SEND = 3, STREAM_RECV = 4, FLUSH = 5, CLOSE = 6, TASK = 7;
+    static final byte TAG_SEND = 1, TAG_RECV = 2, STREAM_SEND = 3, STREAM_RECV = 4, FLUSH = 5, CLOSE = 6, TASK = 7,
+            AM_SEND = 8, AM_DATA = 9, PUT = 10, GET = 11, RMA_FLUSH = 12;
 
     private static final VarHandle QUEUED;
 
@@ -38,6 +39,17 @@ public final class Op extends SafeFuture<Long> {
     /** malloc'd staging buffer this op owns (byte[] and heap buffers), 0 if none. */
     long owned;
     Runnable task;
+    /** Active-message send: AM id, header (address, length), datatype (contiguous or iov) and total payload bytes. */
+    int amId;
+    long header;
+    long headerLength;
+    long datatype;
+    long total;
+    /** RMA: the remote key handle (put/get). */
+    long rkey;
+    /** Active-message data transfer: the message being filled and the inbox it goes to. */
+    AmData attachment;
+    Inbox inbox;
     /** Keeps the caller's buffer (segment, ByteBuffer) reachable while UCX uses its memory. */
     Object keepAlive;
     String what;

@@ -71,6 +71,11 @@ public final class NativeAccess {
         return MemorySegment.ofAddress(address).reinterpret(size);
     }
 
+    /** {@code segment} bound to {@code scope}: inaccessible once it closes, and {@code cleanup} runs then. */
+    public static MemorySegment scoped(MemorySegment segment, Arena scope, Runnable cleanup) {
+        return segment.reinterpret(scope, s -> cleanup.run());
+    }
+
     /** Reads a NUL-terminated C string at {@code pointer}, or null for NULL. */
     public static String cString(MemorySegment pointer) {
         if (pointer == null || pointer.address() == 0) {

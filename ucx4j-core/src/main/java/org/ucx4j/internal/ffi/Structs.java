@@ -107,6 +107,29 @@ public final class Structs {
     public static final StructLayout UCP_TAG_RECV_INFO = structLayout(
             JAVA_LONG.withName("sender_tag"), JAVA_LONG.withName("length")).withName("ucp_tag_recv_info_t");
 
+    public static final StructLayout UCP_AM_HANDLER_PARAM = structLayout(
+            JAVA_LONG.withName("field_mask"),
+            JAVA_INT.withName("id"),
+            JAVA_INT.withName("flags"),
+            ADDRESS.withName("cb"),
+            ADDRESS.withName("arg")).withName("ucp_am_handler_param_t");
+
+    public static final StructLayout UCP_AM_RECV_PARAM = structLayout(
+            JAVA_LONG.withName("recv_attr"), ADDRESS.withName("reply_ep")).withName("ucp_am_recv_param_t");
+
+    public static final StructLayout UCP_DT_IOV = structLayout(
+            ADDRESS.withName("buffer"), JAVA_LONG.withName("length")).withName("ucp_dt_iov_t");
+
+    /** Fields of 1.13; 1.15+ appends {@code exported_memh_buffer}, unused here. */
+    public static final StructLayout UCP_MEM_MAP_PARAMS = structLayout(
+            JAVA_LONG.withName("field_mask"),
+            ADDRESS.withName("address"),
+            JAVA_LONG.withName("length"),
+            JAVA_INT.withName("flags"),
+            JAVA_INT.withName("prot"),
+            JAVA_INT.withName("memory_type"),
+            paddingLayout(4)).withName("ucp_mem_map_params_t");
+
     public static final StructLayout SOCKADDR_IN = structLayout(
             JAVA_SHORT.withName("sin_family"),
             JAVA_SHORT.withName("sin_port"),
@@ -154,6 +177,20 @@ public final class Structs {
     public static final long RP_USER_DATA = off(UCP_REQUEST_PARAM, "user_data");
     public static final long RP_MEMORY_TYPE = off(UCP_REQUEST_PARAM, "memory_type");
     public static final long RP_RECV_INFO = off(UCP_REQUEST_PARAM, "recv_info");
+    public static final long RP_DATATYPE = off(UCP_REQUEST_PARAM, "datatype");
+    public static final long AHP_FIELD_MASK = off(UCP_AM_HANDLER_PARAM, "field_mask");
+    public static final long AHP_ID = off(UCP_AM_HANDLER_PARAM, "id");
+    public static final long AHP_FLAGS = off(UCP_AM_HANDLER_PARAM, "flags");
+    public static final long AHP_CB = off(UCP_AM_HANDLER_PARAM, "cb");
+    public static final long AHP_ARG = off(UCP_AM_HANDLER_PARAM, "arg");
+    public static final long ARP_RECV_ATTR = off(UCP_AM_RECV_PARAM, "recv_attr");
+    public static final long IOV_BUFFER = off(UCP_DT_IOV, "buffer");
+    public static final long IOV_LENGTH = off(UCP_DT_IOV, "length");
+    public static final long MMP_FIELD_MASK = off(UCP_MEM_MAP_PARAMS, "field_mask");
+    public static final long MMP_ADDRESS = off(UCP_MEM_MAP_PARAMS, "address");
+    public static final long MMP_LENGTH = off(UCP_MEM_MAP_PARAMS, "length");
+    public static final long MMP_PROT = off(UCP_MEM_MAP_PARAMS, "prot");
+    public static final long MMP_MEMORY_TYPE = off(UCP_MEM_MAP_PARAMS, "memory_type");
     public static final long TRI_SENDER_TAG = off(UCP_TAG_RECV_INFO, "sender_tag");
     public static final long TRI_LENGTH = off(UCP_TAG_RECV_INFO, "length");
 
@@ -199,6 +236,23 @@ public final class Structs {
     public static final int UCP_OP_ATTR_FIELD_RECV_INFO = 1 << 7;
     public static final int UCP_OP_ATTR_FLAG_NO_IMM_CMPL = 1 << 16;
     public static final int UCP_STREAM_RECV_FLAG_WAITALL = 1;
+    public static final long UCP_AM_HANDLER_PARAM_FIELD_ID = 1L;
+    public static final long UCP_AM_HANDLER_PARAM_FIELD_FLAGS = 1L << 1;
+    public static final long UCP_AM_HANDLER_PARAM_FIELD_CB = 1L << 2;
+    public static final long UCP_AM_HANDLER_PARAM_FIELD_ARG = 1L << 3;
+    public static final int UCP_AM_FLAG_WHOLE_MSG = 1;
+    public static final long UCP_AM_RECV_ATTR_FLAG_DATA = 1L << 16;
+    public static final long UCP_AM_RECV_ATTR_FLAG_RNDV = 1L << 17;
+    public static final int UCP_AM_SEND_FLAG_REPLY = 1;
+    public static final long UCP_DATATYPE_IOV = 2;
+    public static final long UCP_MEM_MAP_PARAM_FIELD_ADDRESS = 1L;
+    public static final long UCP_MEM_MAP_PARAM_FIELD_LENGTH = 1L << 1;
+    public static final long UCP_MEM_MAP_PARAM_FIELD_PROT = 1L << 3;
+    public static final long UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE = 1L << 4;
+    public static final int UCP_MEM_MAP_PROT_LOCAL_READ = 1;
+    public static final int UCP_MEM_MAP_PROT_LOCAL_WRITE = 1 << 1;
+    public static final int UCP_MEM_MAP_PROT_REMOTE_READ = 1 << 8;
+    public static final int UCP_MEM_MAP_PROT_REMOTE_WRITE = 1 << 9;
     public static final int UCS_MEMORY_TYPE_HOST = 0;
     public static final int UCS_CONFIG_PRINT_CONFIG = 1;
     public static final int UCS_CONFIG_PRINT_HEADER = 2;
@@ -238,6 +292,10 @@ public final class Structs {
         put(m, UCP_REQUEST_PARAM, "op_attr_mask", "flags", "request", "cb", "datatype", "user_data",
                 "reply_buffer", "memory_type", "recv_info", "memh");
         put(m, UCP_TAG_RECV_INFO, "sender_tag", "length");
+        put(m, UCP_AM_HANDLER_PARAM, "field_mask", "id", "flags", "cb", "arg");
+        put(m, UCP_AM_RECV_PARAM, "recv_attr", "reply_ep");
+        put(m, UCP_DT_IOV, "buffer", "length");
+        put(m, UCP_MEM_MAP_PARAMS, "field_mask", "address", "length", "flags", "prot", "memory_type");
         put(m, SOCKADDR_IN, "sin_family", "sin_port", "sin_addr");
         put(m, SOCKADDR_IN6, "sin6_family", "sin6_port", "sin6_flowinfo", "sin6_addr", "sin6_scope_id");
         return m;
@@ -287,6 +345,23 @@ public final class Structs {
         m.put("UCP_OP_ATTR_FIELD_RECV_INFO", (long) UCP_OP_ATTR_FIELD_RECV_INFO);
         m.put("UCP_OP_ATTR_FLAG_NO_IMM_CMPL", (long) UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
         m.put("UCP_STREAM_RECV_FLAG_WAITALL", (long) UCP_STREAM_RECV_FLAG_WAITALL);
+        m.put("UCP_AM_HANDLER_PARAM_FIELD_ID", (long) UCP_AM_HANDLER_PARAM_FIELD_ID);
+        m.put("UCP_AM_HANDLER_PARAM_FIELD_FLAGS", (long) UCP_AM_HANDLER_PARAM_FIELD_FLAGS);
+        m.put("UCP_AM_HANDLER_PARAM_FIELD_CB", (long) UCP_AM_HANDLER_PARAM_FIELD_CB);
+        m.put("UCP_AM_HANDLER_PARAM_FIELD_ARG", (long) UCP_AM_HANDLER_PARAM_FIELD_ARG);
+        m.put("UCP_AM_FLAG_WHOLE_MSG", (long) UCP_AM_FLAG_WHOLE_MSG);
+        m.put("UCP_AM_RECV_ATTR_FLAG_DATA", (long) UCP_AM_RECV_ATTR_FLAG_DATA);
+        m.put("UCP_AM_RECV_ATTR_FLAG_RNDV", (long) UCP_AM_RECV_ATTR_FLAG_RNDV);
+        m.put("UCP_AM_SEND_FLAG_REPLY", (long) UCP_AM_SEND_FLAG_REPLY);
+        m.put("UCP_DATATYPE_IOV", (long) UCP_DATATYPE_IOV);
+        m.put("UCP_MEM_MAP_PARAM_FIELD_ADDRESS", (long) UCP_MEM_MAP_PARAM_FIELD_ADDRESS);
+        m.put("UCP_MEM_MAP_PARAM_FIELD_LENGTH", (long) UCP_MEM_MAP_PARAM_FIELD_LENGTH);
+        m.put("UCP_MEM_MAP_PARAM_FIELD_PROT", (long) UCP_MEM_MAP_PARAM_FIELD_PROT);
+        m.put("UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE", (long) UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
+        m.put("UCP_MEM_MAP_PROT_LOCAL_READ", (long) UCP_MEM_MAP_PROT_LOCAL_READ);
+        m.put("UCP_MEM_MAP_PROT_LOCAL_WRITE", (long) UCP_MEM_MAP_PROT_LOCAL_WRITE);
+        m.put("UCP_MEM_MAP_PROT_REMOTE_READ", (long) UCP_MEM_MAP_PROT_REMOTE_READ);
+        m.put("UCP_MEM_MAP_PROT_REMOTE_WRITE", (long) UCP_MEM_MAP_PROT_REMOTE_WRITE);
         m.put("UCS_MEMORY_TYPE_HOST", (long) UCS_MEMORY_TYPE_HOST);
         m.put("UCS_CONFIG_PRINT_CONFIG", (long) UCS_CONFIG_PRINT_CONFIG);
         m.put("UCS_CONFIG_PRINT_HEADER", (long) UCS_CONFIG_PRINT_HEADER);

@@ -98,6 +98,21 @@ public final class Ucp {
         static final MethodHandle STREAM_SEND_NBX = ucp("ucp_stream_send_nbx", L_LLLL);
         static final MethodHandle STREAM_RECV_NBX = ucp("ucp_stream_recv_nbx", L_LLLLL);
         static final MethodHandle EP_FLUSH_NBX = ucp("ucp_ep_flush_nbx", L_LL);
+        static final MethodHandle SET_AM_RECV_HANDLER = ucp("ucp_worker_set_am_recv_handler", I_LL);
+        static final MethodHandle AM_SEND_NBX = ucp("ucp_am_send_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
+                JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+        static final MethodHandle AM_RECV_DATA_NBX = ucp("ucp_am_recv_data_nbx", L_LLLLL);
+        static final MethodHandle MEM_MAP = ucp("ucp_mem_map", I_LLL);
+        static final MethodHandle MEM_UNMAP = ucp("ucp_mem_unmap", I_LL);
+        static final MethodHandle RKEY_PACK = ucp("ucp_rkey_pack", FunctionDescriptor.of(JAVA_INT, JAVA_LONG,
+                JAVA_LONG, JAVA_LONG, JAVA_LONG));
+        static final MethodHandle RKEY_BUFFER_RELEASE = ucp("ucp_rkey_buffer_release", V_L);
+        static final MethodHandle EP_RKEY_UNPACK = ucp("ucp_ep_rkey_unpack", I_LLL);
+        static final MethodHandle RKEY_DESTROY = ucp("ucp_rkey_destroy", V_L);
+        static final MethodHandle PUT_NBX = ucp("ucp_put_nbx", L_LLLLLL);
+        static final MethodHandle GET_NBX = ucp("ucp_get_nbx", L_LLLLLL);
+        static final MethodHandle WORKER_FENCE = ucp("ucp_worker_fence", I_L);
+        static final MethodHandle WORKER_FLUSH_NBX = ucp("ucp_worker_flush_nbx", L_LL);
         static final MethodHandle REQUEST_CANCEL = ucp("ucp_request_cancel", V_LL);
         static final MethodHandle REQUEST_FREE = ucp("ucp_request_free", V_L);
         static final MethodHandle REQUEST_CHECK_STATUS = ucp("ucp_request_check_status", I_L, CRITICAL);
@@ -273,6 +288,58 @@ public final class Ucp {
 
     public static long epFlushNbx(long ep, long param) {
         try { return (long) Holder.EP_FLUSH_NBX.invokeExact(ep, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static int setAmRecvHandler(long worker, long param) {
+        try { return (int) Holder.SET_AM_RECV_HANDLER.invokeExact(worker, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static long amSendNbx(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
+        try { return (long) Holder.AM_SEND_NBX.invokeExact(ep, id, header, headerLength, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static long amRecvDataNbx(long worker, long desc, long buffer, long count, long param) {
+        try { return (long) Holder.AM_RECV_DATA_NBX.invokeExact(worker, desc, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static int memMap(long context, long params, long memhOut) {
+        try { return (int) Holder.MEM_MAP.invokeExact(context, params, memhOut); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static int memUnmap(long context, long memh) {
+        try { return (int) Holder.MEM_UNMAP.invokeExact(context, memh); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static int rkeyPack(long context, long memh, long bufferOut, long sizeOut) {
+        try { return (int) Holder.RKEY_PACK.invokeExact(context, memh, bufferOut, sizeOut); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static void rkeyBufferRelease(long buffer) {
+        try { Holder.RKEY_BUFFER_RELEASE.invokeExact(buffer); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static int epRkeyUnpack(long ep, long buffer, long rkeyOut) {
+        try { return (int) Holder.EP_RKEY_UNPACK.invokeExact(ep, buffer, rkeyOut); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static void rkeyDestroy(long rkey) {
+        try { Holder.RKEY_DESTROY.invokeExact(rkey); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static long putNbx(long ep, long buffer, long count, long remoteAddress, long rkey, long param) {
+        try { return (long) Holder.PUT_NBX.invokeExact(ep, buffer, count, remoteAddress, rkey, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static long getNbx(long ep, long buffer, long count, long remoteAddress, long rkey, long param) {
+        try { return (long) Holder.GET_NBX.invokeExact(ep, buffer, count, remoteAddress, rkey, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static int workerFence(long worker) {
+        try { return (int) Holder.WORKER_FENCE.invokeExact(worker); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static long workerFlushNbx(long worker, long param) {
+        try { return (long) Holder.WORKER_FLUSH_NBX.invokeExact(worker, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static void requestCancel(long worker, long request) {

@@ -1,0 +1,70 @@
+package org.ucx4j;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import org.ucx4j.internal.engine.AmData;
+
+/**
+ * A received active message: the sender's header and a payload in memory the receiver allocated (see
+ * {@link MemoryAllocator}). Close it to give the payload back; after {@link #close()} the payload segment is no
+ * longer accessible (its scope is closed), so a late read fails cleanly instead of reading freed memory.
+ */
+public final class AmMessage implements AutoCloseable {
+    private final AmData data;
+    private final Endpoint endpoint;
+    private final Arena scope;
+    private final MemorySegment payload;
+
+    AmMessage(AmData data, Endpoint endpoint) {
+        this.data = data;
+        this.endpoint = endpoint;
+        this.scope = Arena.ofShared();
+        this.payload = org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free);
+    }
+
+    /** The sender's header (read-only). */
+    public MemorySegment header() {
+        return MemorySegment.ofArray(data.header()).asReadOnly();
+    }
+
+    /** A copy of the sender's header. */
+    public byte[] headerBytes() {
+        return data.header().clone();
+    }
+
+    /** The payload, valid until {@link #close()}. */
+    public MemorySegment payload() {
+        return payload;
+    }
+
+    /** A copy of the payload. */
+    public byte[] payloadBytes() {
+        return payload.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+    }
+
+    public long payloadLength() {
+        return payload.byteSize();
+    }
+
+    /** The endpoint it came on, or null when it came from a raw peer ({@link Ucx#amRecv()}). */
+    public Endpoint endpoint() {
+        return endpoint;
+    }
+
+    /** Gives the payload memory back. Idempotent. */
+    @Override
+    public void close() {
+        if (scope.scope().isAlive()) {
+            try {
+                scope.close();
+            } catch (IllegalStateException alreadyClosed) {
+                // closed concurrently
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "AmMessage[header=" + data.header().length + " B, payload=" + data.payload().byteSize() + " B]";
+    }
+}

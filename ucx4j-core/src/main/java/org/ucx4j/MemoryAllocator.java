@@ -1,0 +1,55 @@
+package org.ucx4j;
+
+import java.lang.foreign.MemorySegment;
+import org.ucx4j.internal.ffi.NativeAccess;
+import org.ucx4j.internal.ffi.Ucp;
+
+/**
+ * Allocates the memory that receiver-allocated messages (active messages, frames, objects) land in. Called on the
+ * worker's progress thread when a message arrives, so it must be quick and thread-safe; {@link #free} is called when
+ * the message is closed, on whatever thread closes it. Register one per memory type with
+ * {@link UcxOptions#withAllocator}.
+ */
+public interface MemoryAllocator {
+    /** Native memory of exactly {@code bytes} bytes (a zero-length request may return a zero-length segment). */
+    MemorySegment allocate(long bytes);
+
+    /** Gives back a segment this allocator returned. */
+    void free(MemorySegment segment);
+
+    /** The default host allocator: libc {@code malloc}/{@code free}. */
+    static MemoryAllocator malloc() {
+        return Malloc.INSTANCE;
+    }
+
+    /** libc malloc/free. */
+    final class Malloc implements MemoryAllocator {
+        static final Malloc INSTANCE = new Malloc();
+
+        private Malloc() {}
+
+        @Override
+        public MemorySegment allocate(long bytes) {
+            if (bytes == 0) {
+                return MemorySegment.NULL;
+            }
+            long p = Ucp.malloc(bytes);
+            if (p == 0) {
+                throw new OutOfMemoryError("malloc(" + bytes + ") failed");
+            }
+            return NativeAccess.view(p, bytes);
+        }
+
+        @Override
+        public void free(MemorySegment segment) {
+            if (segment.address() != 0) {
+                Ucp.free(segment.address());
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "malloc";
+        }
+    }
+}

@@ -1,0 +1,14 @@
+package org.ucx4j;
+
+/**
+ * A receiver-allocated message (active message, frames, object) was refused before anything was allocated: it is
+ * over a receive cap ({@link UcxOptions#withMaxMessageBytes}, {@link UcxOptions#withMaxFrames}) or its header is
+ * malformed (UCS_ERR_EXCEEDS_LIMIT). The receive that would have got it fails with this; later messages still flow.
+ */
+public class MessageRefusedException extends UcxException {
+    private static final long serialVersionUID = 1L;
+
+    public MessageRefusedException(String message, int status) {
+        super(message, status);
+    }
+}

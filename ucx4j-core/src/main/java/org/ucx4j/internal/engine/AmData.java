@@ -1,0 +1,50 @@
+package org.ucx4j.internal.engine;
+
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.ucx4j.MemoryAllocator;
+
+/**
+ * One received active message: the user header (copied), and the payload in memory the receiver's allocator gave.
+ * {@link #free} gives the payload back once (any thread).
+ */
+public final class AmData {
+    final byte kind;
+    final byte[] header;
+    final MemorySegment payload;
+    final MemoryAllocator allocator;
+    final EndpointCore ep;
+    private final AtomicBoolean freed = new AtomicBoolean();
+
+    AmData(byte kind, byte[] header, MemorySegment payload, MemoryAllocator allocator, EndpointCore ep) {
+        this.kind = kind;
+        this.header = header;
+        this.payload = payload;
+        this.allocator = allocator;
+        this.ep = ep;
+    }
+
+    public byte[] header() {
+        return header;
+    }
+
+    public MemorySegment payload() {
+        return payload;
+    }
+
+    /** The endpoint it came on; null for a message from a raw peer (worker-level). */
+    public EndpointCore endpoint() {
+        return ep;
+    }
+
+    public boolean isFreed() {
+        return freed.get();
+    }
+
+    /** Gives the payload back to its allocator; idempotent. */
+    public void free() {
+        if (freed.compareAndSet(false, true)) {
+            allocator.free(payload);
+        }
+    }
+}

@@ -1,0 +1,114 @@
+package org.ucx4j.internal.engine;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+import static org.ucx4j.internal.ffi.Structs.IOV_BUFFER;
+import static org.ucx4j.internal.ffi.Structs.IOV_LENGTH;
+import static org.ucx4j.internal.ffi.Structs.UCP_DT_IOV;
+
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+import org.ucx4j.internal.ffi.NativeAccess;
+import org.ucx4j.internal.ffi.Ucp;
+
+/**
+ * Builds active-message sends: the wire header (prefix + user header), an iov table for frames and copies of heap
+ * data go into one malloc'd block the op owns and frees on completion; native payloads are sent in place.
+ */
+public final class AmSend {
+    private AmSend() {}
+
+    /** A plain active message (kind {@link AmWire#PLAIN}); a raw endpoint sends the header exactly as given. */
+    public static Op message(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
+        return build(ep, AmWire.PLAIN, header, List.of(payload), false, blocking);
+    }
+
+    /** A size-prefixed object (kind {@link AmWire#OBJECT}). */
+    public static Op object(EndpointCore ep, MemorySegment payload, boolean blocking) {
+        MemorySegment h = MemorySegment.ofArray(new byte[8]);
+        h.set(JAVA_LONG_UNALIGNED, 0, payload.byteSize());
+        return build(ep, AmWire.OBJECT, h, List.of(payload), false, blocking);
+    }
+
+    /** Frames (kind {@link AmWire#FRAMES}): a header with count, sizes and memory types, then the frames. */
+    public static Op frames(EndpointCore ep, List<MemorySegment> frames, boolean blocking) {
+        int n = frames.size();
+        MemorySegment h = MemorySegment.ofArray(new byte[4 + n * AmWire.FRAME_ENTRY]);
+        h.set(JAVA_INT_UNALIGNED, 0, n);
+        for (int i = 0; i < n; i++) {
+            long at = 4L + (long) i * AmWire.FRAME_ENTRY;
+            h.set(JAVA_LONG_UNALIGNED, at, frames.get(i).byteSize());
+            h.set(JAVA_BYTE, at + 8, (byte) 0); // UCS_MEMORY_TYPE_HOST
+        }
+        return build(ep, AmWire.FRAMES, h, frames, true, blocking);
+    }
+
+    /** Test hook: an active message of any kind with a header exactly as given (after the prefix). */
+    public static Op forged(EndpointCore ep, byte kind, MemorySegment header, MemorySegment payload) {
+        return build(ep, kind, header, List.of(payload), false, false);
+    }
+
+    private static Op build(EndpointCore ep, byte kind, MemorySegment header, List<MemorySegment> parts, boolean iov,
+            boolean blocking) {
+        if (ep.raw && kind != AmWire.PLAIN) {
+            throw new IllegalStateException("frames and objects need a ucx4j peer; a raw endpoint sends plain "
+                    + "active messages only");
+        }
+        long prefix = ep.raw ? 0 : AmWire.PREFIX;
+        long headerLength = prefix + header.byteSize();
+        int n = parts.size();
+        long table = iov ? n * UCP_DT_IOV.byteSize() : 0;
+        long copies = 0;
+        long total = 0;
+        for (MemorySegment p : parts) {
+            total += p.byteSize();
+            if (!p.isNative()) {
+                copies += p.byteSize();
+            }
+        }
+        long size = align(headerLength) + table + copies;
+        long block = Ucp.malloc(Math.max(1, size));
+        if (block == 0) {
+            throw new OutOfMemoryError("malloc(" + size + ") failed");
+        }
+        MemorySegment b = NativeAccess.view(block, size);
+        if (!ep.raw) {
+            AmWire.prefixAt(b, ep.peerConnId, kind);
+        }
+        MemorySegment.copy(header, 0, b, prefix, header.byteSize());
+        long tableAt = align(headerLength);
+        long copyAt = tableAt + table;
+        long buffer = 0, count = 0;
+        for (int i = 0; i < n; i++) {
+            MemorySegment p = parts.get(i);
+            long address;
+            if (p.isNative()) {
+                address = p.address();
+            } else {
+                MemorySegment.copy(p, 0, b, copyAt, p.byteSize());
+                address = block + copyAt;
+                copyAt += p.byteSize();
+            }
+            if (iov) {
+                b.set(JAVA_LONG, tableAt + i * UCP_DT_IOV.byteSize() + IOV_BUFFER, address);
+                b.set(JAVA_LONG, tableAt + i * UCP_DT_IOV.byteSize() + IOV_LENGTH, p.byteSize());
+            } else {
+                buffer = address;
+                count = p.byteSize();
+            }
+        }
+        if (iov) {
+            buffer = n == 0 ? 0 : block + tableAt;
+            count = n;
+        }
+        Engine e = ep.engine;
+        return e.amSend(ep, ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J, block, headerLength, buffer, count,
+                iov && n > 0, total, block, blocking);
+    }
+
+    private static long align(long v) {
+        return (v + 15) & ~15L;
+    }
+}

@@ -1,0 +1,98 @@
+package org.ucx4j.internal.engine;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED;
+import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * ucx4j's active-message wire format. Messages between ucx4j endpoints use AM id {@link #ID_UCX4J} and a header
+ * that starts with an 8-byte prefix: the receiving side's connection id (int, little-endian), the kind (byte) and
+ * three zero bytes; the user header follows. Raw peers use AM id {@link #ID_RAW} with the header exactly as given.
+ *
+ * <p>Frames: the user header is {@code int count} then per frame {@code long size, byte memoryType}; the payload is
+ * the frames back to back. Objects: the user header is {@code long size}; the payload is the bytes.
+ */
+public final class AmWire {
+    private AmWire() {}
+
+    public static final int ID_RAW = 0;
+    public static final int ID_UCX4J = 21;
+    public static final int PREFIX = 8;
+    public static final byte PLAIN = 0, FRAMES = 1, OBJECT = 2;
+    static final int KINDS = 3;
+    public static final int FRAME_ENTRY = 9;
+
+    /** Why a message of this kind cannot be taken (caps, malformed header), or null. Nothing is allocated. */
+    static String refusal(byte kind, MemorySegment userHeader, long payloadLength, int maxFrames, long maxBytes) {
+        if (payloadLength > maxBytes) {
+            return "message of " + payloadLength + " bytes exceeds the receive cap of " + maxBytes + " bytes";
+        }
+        switch (kind) {
+            case FRAMES -> {
+                if (userHeader.byteSize() < 4) {
+                    return "frame header truncated (" + userHeader.byteSize() + " bytes)";
+                }
+                int count = userHeader.get(JAVA_INT_UNALIGNED, 0);
+                if (count < 0 || count > maxFrames) {
+                    return "frame header claims " + Integer.toUnsignedString(count) + " frames, cap is " + maxFrames;
+                }
+                if (userHeader.byteSize() != 4L + (long) count * FRAME_ENTRY) {
+                    return "frame header of " + userHeader.byteSize() + " bytes does not describe " + count
+                            + " frames";
+                }
+                long total = 0;
+                for (int i = 0; i < count; i++) {
+                    long size = userHeader.get(JAVA_LONG_UNALIGNED, 4L + (long) i * FRAME_ENTRY);
+                    if (size < 0 || size > maxBytes || (total += size) > maxBytes) {
+                        return "frame header claims " + Long.toUnsignedString(size) + " bytes for frame " + i
+                                + ", cap is " + maxBytes + " bytes in all";
+                    }
+                }
+                if (total != payloadLength) {
+                    return "frame header claims " + total + " bytes, message carries " + payloadLength;
+                }
+            }
+            case OBJECT -> {
+                if (userHeader.byteSize() != 8) {
+                    return "object header of " + userHeader.byteSize() + " bytes (expected 8)";
+                }
+                long size = userHeader.get(JAVA_LONG_UNALIGNED, 0);
+                if (size != payloadLength) {
+                    return "object header claims " + Long.toUnsignedString(size) + " bytes, message carries "
+                            + payloadLength;
+                }
+                if (size > Integer.MAX_VALUE - 8) {
+                    return "object of " + size + " bytes does not fit a byte[]";
+                }
+            }
+            case PLAIN -> {
+            }
+            default -> {
+                return "unknown message kind " + kind;
+            }
+        }
+        return null;
+    }
+
+    /** Frame sizes from a frames header that passed {@link #refusal}. */
+    public static long[] frameSizes(byte[] header) {
+        MemorySegment h = MemorySegment.ofArray(header);
+        int count = h.get(JAVA_INT_UNALIGNED, 0);
+        long[] sizes = new long[count];
+        for (int i = 0; i < count; i++) {
+            sizes[i] = h.get(JAVA_LONG_UNALIGNED, 4L + (long) i * FRAME_ENTRY);
+        }
+        return sizes;
+    }
+
+    /** Writes the 8-byte prefix at {@code at}. */
+    static void prefixAt(MemorySegment at, int receiverConnId, byte kind) {
+        at.set(JAVA_INT_UNALIGNED, 0, receiverConnId);
+        at.set(JAVA_BYTE, 4, kind);
+        at.set(JAVA_BYTE, 5, (byte) 0);
+        at.set(JAVA_BYTE, 6, (byte) 0);
+        at.set(JAVA_BYTE, 7, (byte) 0);
+    }
+}

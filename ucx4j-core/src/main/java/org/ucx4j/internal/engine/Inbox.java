@@ -1,0 +1,65 @@
+package org.ucx4j.internal.engine;
+
+import java.util.ArrayDeque;
+import org.ucx4j.UcxException;
+
+/**
+ * Receiver-allocated messages of one kind on one endpoint (or on the worker, for raw peers) and the receives
+ * waiting for them. Owner thread only. An entry is an {@link AmData} or the {@link UcxException} that replaced a
+ * message that could not be taken (over a cap, allocation failed, transfer lost), so the receive that would have
+ * got it fails instead of waiting forever.
+ */
+final class Inbox {
+    private final ArrayDeque<Object> ready = new ArrayDeque<>();
+    private final ArrayDeque<SafeFuture<AmData>> waiters = new ArrayDeque<>();
+
+    /** Hands {@code entry} to the oldest live waiter, or keeps it. */
+    void deliver(Object entry) {
+        SafeFuture<AmData> w;
+        while ((w = waiters.poll()) != null) {
+            if (offer(w, entry)) {
+                return;
+            }
+        }
+        ready.add(entry);
+    }
+
+    /** Completes {@code f} from what is ready, or fails it with {@code unusable}, or queues it. */
+    void take(SafeFuture<AmData> f, UcxException unusable) {
+        Object entry = ready.poll();
+        if (entry != null) {
+            if (!offer(f, entry)) {
+                ready.addFirst(entry); // the caller gave up meanwhile
+            }
+        } else if (unusable != null) {
+            f.completeExceptionally(unusable);
+        } else {
+            waiters.add(f);
+        }
+    }
+
+    private static boolean offer(SafeFuture<AmData> f, Object entry) {
+        if (entry instanceof AmData m) {
+            return f.complete(m);
+        }
+        return f.completeExceptionally((UcxException) entry);
+    }
+
+    /** Fails every waiting receive (the endpoint is gone); what already arrived stays readable. */
+    void failWaiters(UcxException e) {
+        SafeFuture<AmData> w;
+        while ((w = waiters.poll()) != null) {
+            w.completeExceptionally(e);
+        }
+    }
+
+    /** Frees what nobody took (the endpoint or the worker closed). */
+    void clear() {
+        Object entry;
+        while ((entry = ready.poll()) != null) {
+            if (entry instanceof AmData m) {
+                m.free();
+            }
+        }
+    }
+}

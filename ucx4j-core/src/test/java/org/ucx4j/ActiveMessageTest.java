@@ -1,0 +1,316 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.ucx4j.internal.engine.AmWire;
+
+/** Receiver-allocated messaging: active messages, multi-frame messages and objects, in-process and cross-process. */
+class ActiveMessageTest {
+    static final Duration T = Duration.ofSeconds(20);
+    static final long[] SIZES = {0, 1, 8, 1024, 64 * 1024, 1 << 20, 16 << 20};
+
+    /** malloc, counting what it hands out, so a test can show that a refused message allocated nothing. */
+    static final class CountingAllocator implements MemoryAllocator {
+        final AtomicLong allocations = new AtomicLong();
+        final AtomicLong outstanding = new AtomicLong();
+
+        @Override
+        public MemorySegment allocate(long bytes) {
+            allocations.incrementAndGet();
+            outstanding.incrementAndGet();
+            return MemoryAllocator.malloc().allocate(bytes);
+        }
+
+        @Override
+        public void free(MemorySegment segment) {
+            outstanding.decrementAndGet();
+            MemoryAllocator.malloc().free(segment);
+        }
+    }
+
+    interface PairBody {
+        void run(Endpoint client, Endpoint server, CountingAllocator serverAlloc) throws Exception;
+    }
+
+    static void pair(UcxOptions serverOptions, PairBody body) throws Exception {
+        CountingAllocator alloc = new CountingAllocator();
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(serverOptions.withAllocator(MemoryType.HOST, alloc))) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                body.run(client, server, alloc);
+            }
+        }
+    }
+
+    static byte[] header(long size) {
+        return ("hdr-" + size).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    @Test
+    void activeMessagesBeforeAndAfterTheReceiveIsPosted() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : SIZES) { // eager through rendezvous (16 MiB)
+                    // receive posted first
+                    CompletableFuture<AmMessage> r = server.amRecvAsync();
+                    client.amSend(MemorySegment.ofArray(header(size)), Data.pattern(arena, size, 3), T);
+                    try (AmMessage m = r.get(30, TimeUnit.SECONDS)) {
+                        assertArrayEquals(header(size), m.headerBytes());
+                        Data.verify(m.payload(), size, 3);
+                        assertSame(server, m.endpoint());
+                    }
+                    // message first, receive later: it waits in receiver-allocated memory
+                    client.amSendAsync(MemorySegment.ofArray(header(size)), Data.pattern(arena, size, 4))
+                            .get(30, TimeUnit.SECONDS);
+                    try (AmMessage m = server.amRecv(T)) {
+                        assertArrayEquals(header(size), m.headerBytes());
+                        Data.verify(m.payload(), size, 4);
+                    }
+                }
+            }
+            // order is kept, a heap payload is copied, and close gives the memory back
+            for (int i = 0; i < 10; i++) {
+                client.amSend(new byte[] {(byte) i}, new byte[] {(byte) (100 + i), 7});
+            }
+            for (int i = 0; i < 10; i++) {
+                AmMessage m = server.amRecv(T);
+                assertArrayEquals(new byte[] {(byte) i}, m.headerBytes());
+                assertArrayEquals(new byte[] {(byte) (100 + i), 7}, m.payloadBytes());
+                m.close();
+                m.close(); // idempotent
+                assertThrows(IllegalStateException.class, () -> m.payload().get(ValueLayout.JAVA_BYTE, 0));
+            }
+            assertEquals(0, alloc.outstanding.get(), "every payload was freed");
+            // a message for the client's side, on the same endpoint pair
+            server.amSend(new byte[0], new byte[] {9});
+            try (AmMessage m = client.amRecv(T)) {
+                assertEquals(0, m.header().byteSize());
+                assertArrayEquals(new byte[] {9}, m.payloadBytes());
+            }
+            assertEquals(2 * SIZES.length + 10, server.stats().messagesReceived());
+        });
+    }
+
+    @Test
+    void activeMessageReceiveTimesOutAndCancelsCleanly() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            UcxTimeoutException e = assertThrows(UcxTimeoutException.class,
+                    () -> server.amRecv(Duration.ofMillis(100)));
+            assertTrue(e.getMessage().contains("UCS_ERR_TIMED_OUT"), e.getMessage());
+            CompletableFuture<AmMessage> canceled = server.amRecvAsync();
+            assertTrue(canceled.cancel(false));
+            // the timed-out and canceled receives take nothing: the next message goes to the next receive
+            client.amSend(new byte[] {1}, new byte[] {2});
+            try (AmMessage m = server.amRecv(T)) {
+                assertArrayEquals(new byte[] {2}, m.payloadBytes());
+            }
+        });
+    }
+
+    @Test
+    void framesZeroOneAndHundred() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (int n : new int[] {0, 1, 100}) {
+                    List<MemorySegment> frames = new ArrayList<>();
+                    for (int i = 0; i < n; i++) {
+                        long size = i == 0 ? 1 << 20 : (i * 977L) % 70_000; // includes empty frames
+                        frames.add(i % 3 == 2 ? MemorySegment.ofArray(Data.pattern(arena, size, i).toArray(
+                                ValueLayout.JAVA_BYTE)) : Data.pattern(arena, size, i)); // heap and native
+                    }
+                    CompletableFuture<Frames> r = server.recvFramesAsync();
+                    client.sendFrames(frames, T);
+                    try (Frames got = r.get(30, TimeUnit.SECONDS)) {
+                        assertEquals(n, got.count());
+                        long total = 0;
+                        for (int i = 0; i < n; i++) {
+                            Data.verify(got.get(i), frames.get(i).byteSize(), i);
+                            total += frames.get(i).byteSize();
+                        }
+                        assertEquals(total, got.totalBytes());
+                    }
+                }
+            }
+            assertEquals(0, alloc.outstanding.get());
+            assertThrows(IllegalArgumentException.class, () -> client.sendFrames(java.util.Collections.nCopies(
+                    257, MemorySegment.ofArray(new byte[1]))));
+        });
+    }
+
+    @Test
+    void forgedFrameHeadersAreRefusedWithoutAllocating() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            // a header claiming 2^40 bytes in one frame, carrying 16
+            MemorySegment huge = MemorySegment.ofArray(new byte[4 + AmWire.FRAME_ENTRY]);
+            huge.set(ValueLayout.JAVA_INT_UNALIGNED, 0, 1);
+            huge.set(ValueLayout.JAVA_LONG_UNALIGNED, 4, 1L << 40);
+            // a header claiming 2^20 frames
+            MemorySegment many = MemorySegment.ofArray(new byte[4 + AmWire.FRAME_ENTRY]);
+            many.set(ValueLayout.JAVA_INT_UNALIGNED, 0, 1 << 20);
+            // a truncated header
+            MemorySegment truncated = MemorySegment.ofArray(new byte[2]);
+            long before = alloc.allocations.get();
+            for (MemorySegment h : List.of(huge, many, truncated)) {
+                client.sendForged(AmWire.FRAMES, h, MemorySegment.ofArray(new byte[16])).get(10, TimeUnit.SECONDS);
+                ExecutionException e = assertThrows(ExecutionException.class,
+                        () -> server.recvFramesAsync().get(10, TimeUnit.SECONDS));
+                assertInstanceOf(MessageRefusedException.class, e.getCause());
+                assertTrue(e.getCause().getMessage().contains("UCS_ERR_EXCEEDS_LIMIT"), e.getCause().getMessage());
+            }
+            assertEquals(before, alloc.allocations.get(), "a refused header allocates nothing");
+            // an object header that lies about its size
+            MemorySegment lie = MemorySegment.ofArray(new byte[8]);
+            lie.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, 1L << 40);
+            client.sendForged(AmWire.OBJECT, lie, MemorySegment.ofArray(new byte[8])).get(10, TimeUnit.SECONDS);
+            assertThrows(MessageRefusedException.class, () -> server.recvObject(T));
+            assertEquals(before, alloc.allocations.get());
+            // the connection still works
+            client.sendFrames(List.of(MemorySegment.ofArray(new byte[] {5, 6})));
+            try (Frames f = server.recvFrames(T)) {
+                assertArrayEquals(new byte[] {5, 6}, f.get(0).toArray(ValueLayout.JAVA_BYTE));
+            }
+        });
+    }
+
+    @Test
+    void objectsAndTheReceiveCap() throws Exception {
+        pair(UcxOptions.defaults().withMaxMessageBytes(4 << 20), (client, server, alloc) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : new long[] {0, 1, 1024, 1 << 20, 4 << 20}) {
+                    byte[] obj = Data.pattern(arena, size, 8).toArray(ValueLayout.JAVA_BYTE);
+                    CompletableFuture<byte[]> r = server.recvObjectAsync();
+                    client.sendObject(obj);
+                    assertArrayEquals(obj, r.get(30, TimeUnit.SECONDS));
+                }
+                // over the receiver's cap: refused before allocating, by eager and by rendezvous alike
+                long before = alloc.allocations.get();
+                client.sendObjectAsync(new byte[(4 << 20) + 1]);
+                MessageRefusedException e = assertThrows(MessageRefusedException.class, () -> server.recvObject(T));
+                assertTrue(e.getMessage().contains("exceeds the receive cap"), e.getMessage());
+                client.amSendAsync(MemorySegment.ofArray(new byte[0]), arena.allocate((4 << 20) + 1));
+                assertThrows(MessageRefusedException.class, () -> server.amRecv(T));
+                assertEquals(before, alloc.allocations.get());
+                client.sendObject(new byte[] {3});
+                assertArrayEquals(new byte[] {3}, server.recvObject(T));
+            }
+        });
+    }
+
+    @Test
+    void pendingReceivesFailWhenTheEndpointCloses() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            CompletableFuture<AmMessage> am = server.amRecvAsync();
+            CompletableFuture<Frames> frames = server.recvFramesAsync();
+            CompletableFuture<byte[]> obj = server.recvObjectAsync();
+            client.amSend(new byte[] {1}, new byte[] {1});
+            client.amSend(new byte[] {2}, new byte[] {2}); // arrives, nobody takes it: freed at close
+            try (AmMessage m = am.get(10, TimeUnit.SECONDS)) {
+                assertArrayEquals(new byte[] {1}, m.payloadBytes());
+            }
+            Data.eventually(() -> alloc.allocations.get() == 2);
+            CompletableFuture<AmMessage> am2 = server.amRecvAsync();
+            am2.get(10, TimeUnit.SECONDS).close();
+            CompletableFuture<AmMessage> am3 = server.amRecvAsync();
+            server.close();
+            for (CompletableFuture<?> f : List.of(frames, obj, am3)) {
+                CompletionException e = assertThrows(CompletionException.class,
+                        () -> f.orTimeout(5, TimeUnit.SECONDS).join());
+                assertInstanceOf(EndpointClosedException.class, e.getCause());
+            }
+            assertThrows(EndpointClosedException.class, () -> server.amRecv(T));
+            Data.eventually(() -> alloc.outstanding.get() == 0);
+        });
+    }
+
+    @Test
+    void rawPeersUseAmIdZeroWithTheHeaderAsGiven() throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Arena arena = Arena.ofShared()) {
+            Endpoint ab = a.connect(b.workerAddress());
+            for (long size : new long[] {0, 100, 4 << 20}) {
+                ab.amSend(MemorySegment.ofArray(new byte[] {1, 2, 3}), Data.pattern(arena, size, 6), T);
+                try (AmMessage m = b.amRecv(T)) {
+                    assertArrayEquals(new byte[] {1, 2, 3}, m.headerBytes());
+                    Data.verify(m.payload(), size, 6);
+                    assertNull(m.endpoint());
+                }
+            }
+            assertThrows(IllegalStateException.class, () -> ab.sendObject(new byte[1]));
+            ab.close();
+        }
+    }
+
+    @Test
+    void crossProcessEchoOfEveryKind() throws Exception {
+        try (Peer p = Peer.start("serve-am-echo"); Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
+            int port = Integer.parseInt(p.await("PORT"));
+            try (Endpoint ep = ucx.connect("127.0.0.1", port)) {
+                for (long size : SIZES) {
+                    ep.amSend(MemorySegment.ofArray(header(size)), Data.pattern(arena, size, 11), T);
+                    try (AmMessage m = ep.amRecv(T)) {
+                        assertArrayEquals(header(size), m.headerBytes());
+                        Data.verify(m.payload(), size, 11);
+                    }
+                    byte[] obj = Data.pattern(arena, size, 12).toArray(ValueLayout.JAVA_BYTE);
+                    ep.sendObject(obj);
+                    assertArrayEquals(obj, ep.recvObject(T));
+                }
+                for (int n : new int[] {0, 1, 100}) {
+                    List<MemorySegment> frames = new ArrayList<>();
+                    for (int i = 0; i < n; i++) {
+                        frames.add(Data.pattern(arena, i == 1 ? 1 << 20 : i * 13L, i));
+                    }
+                    ep.sendFrames(frames, T);
+                    try (Frames got = ep.recvFrames(T)) {
+                        assertEquals(n, got.count());
+                        for (int i = 0; i < n; i++) {
+                            Data.verify(got.get(i), frames.get(i).byteSize(), i);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void pendingActiveMessageReceivesFailTypedWhenThePeerIsKilled() throws Exception {
+        try (Peer p = Peer.start("serve-am-echo"); Ucx ucx = Ucx.open()) {
+            int port = Integer.parseInt(p.await("PORT"));
+            Endpoint ep = ucx.connect("127.0.0.1", port);
+            CompletableFuture<AmMessage> am = ep.amRecvAsync();
+            CompletableFuture<Frames> frames = ep.recvFramesAsync();
+            CompletableFuture<byte[]> obj = ep.recvObjectAsync();
+            long killedAt = System.nanoTime();
+            p.kill();
+            for (CompletableFuture<?> f : List.of(am, frames, obj)) {
+                CompletionException e = assertThrows(CompletionException.class,
+                        () -> f.orTimeout(10, TimeUnit.SECONDS).join());
+                assertInstanceOf(ConnectionResetException.class, e.getCause(), e.getCause().toString());
+            }
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt);
+            assertTrue(ms < 5000, "failed after " + ms + " ms");
+            assertFalse(ep.isAlive());
+            assertThrows(ConnectionResetException.class, () -> ep.amSend(new byte[1], new byte[1]));
+        }
+    }
+}
