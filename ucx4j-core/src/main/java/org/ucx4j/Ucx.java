@@ -350,12 +350,18 @@ public final class Ucx implements AutoCloseable {
     }
 
     /**
-     * The future of a receiver-allocated message, converted: the conversion runs off the progress thread, a
-     * message that arrives for a caller who canceled is freed, and canceling the result withdraws the receive.
+     * The future of a receiver-allocated message, converted off the progress thread. Canceling the result withdraws
+     * the receive (a message then goes to the next receive); it fails once a message was handed over.
      */
     static <T> CompletableFuture<T> adapt(org.ucx4j.internal.engine.SafeFuture<org.ucx4j.internal.engine.AmData> src,
             java.util.function.Function<org.ucx4j.internal.engine.AmData, T> convert) {
-        CompletableFuture<T> out = src.newIncompleteFuture();
+        CompletableFuture<T> out = new org.ucx4j.internal.engine.SafeFuture<T>(src.defaultExecutor()) {
+            @Override
+            public boolean cancel(boolean mayInterruptIfRunning) {
+                // withdraw the receive first; once a message was handed over, it is delivered, not dropped
+                return src.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
+            }
+        };
         src.whenComplete((d, e) -> {
             if (e != null) {
                 out.completeExceptionally(e instanceof java.util.concurrent.CompletionException c && c.getCause() != null
@@ -371,11 +377,6 @@ public final class Ucx implements AutoCloseable {
                     d.free();
                     out.completeExceptionally(t);
                 }
-            }
-        });
-        out.whenComplete((v, e) -> {
-            if (out.isCancelled()) {
-                src.cancel(false);
             }
         });
         return out;
