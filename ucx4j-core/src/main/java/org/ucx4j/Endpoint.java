@@ -477,6 +477,79 @@ public final class Endpoint implements AutoCloseable {
         }
     }
 
+    // ---------------------------------------------------------------- RMA
+
+    /**
+     * Turns a peer's {@link MemoryRegion#packRemoteKey()} bytes into a key usable on this endpoint. Corrupted,
+     * truncated or foreign bytes are refused with {@link IllegalArgumentException} before UCX sees them.
+     */
+    public RemoteKey unpackRemoteKey(byte[] packed) {
+        ucx.checkOpen();
+        byte[][] ucxKey = new byte[1][];
+        long[] region = RemoteKey.open(packed, ucxKey);
+        long rkey = engine.rkeyUnpack(core, ucxKey[0]);
+        return new RemoteKey(this, engine, region[0], region[1], rkey);
+    }
+
+    /** Writes {@code src} into the peer's region at {@code remoteOffset}; completes when done locally. */
+    public CompletableFuture<Long> putAsync(MemorySegment src, RemoteKey key, long remoteOffset) {
+        return submitted(rmaOp(false, src, key, remoteOffset, false));
+    }
+
+    public void put(MemorySegment src, RemoteKey key, long remoteOffset) {
+        engine.await(submitted(rmaOp(false, src, key, remoteOffset, true)), -1);
+    }
+
+    public void put(MemorySegment src, RemoteKey key, long remoteOffset, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        engine.await(submitted(rmaOp(false, src, key, remoteOffset, true)), t);
+    }
+
+    /** Reads {@code dst.byteSize()} bytes of the peer's region at {@code remoteOffset} into {@code dst}. */
+    public CompletableFuture<Long> getAsync(MemorySegment dst, RemoteKey key, long remoteOffset) {
+        return submitted(rmaOp(true, dst, key, remoteOffset, false));
+    }
+
+    public long get(MemorySegment dst, RemoteKey key, long remoteOffset) {
+        return engine.await(submitted(rmaOp(true, dst, key, remoteOffset, true)), -1);
+    }
+
+    public long get(MemorySegment dst, RemoteKey key, long remoteOffset, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        return engine.await(submitted(rmaOp(true, dst, key, remoteOffset, true)), t);
+    }
+
+    /** Completes when every put, get and send issued on this endpoint before it has completed at the peer. */
+    public CompletableFuture<Long> flushAsync() {
+        ucx.checkOpen();
+        return submitted(engine.rmaFlush(core, false));
+    }
+
+    public void flush() {
+        ucx.checkOpen();
+        engine.await(submitted(engine.rmaFlush(core, true)), -1);
+    }
+
+    public void flush(Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        ucx.checkOpen();
+        engine.await(submitted(engine.rmaFlush(core, true)), t);
+    }
+
+    private Op rmaOp(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset, boolean blocking) {
+        MemorySegment seg = Buffers.segment(buf, get);
+        Objects.requireNonNull(key, "key");
+        if (key.endpoint() != this) {
+            throw new IllegalArgumentException("remote key was unpacked on another endpoint: " + key.endpoint());
+        }
+        long rkey = key.handleFor(remoteOffset, seg.byteSize());
+        ucx.checkOpen();
+        Op op = engine.rma(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
+                blocking);
+        Ucx.keepAlive(op, seg);
+        return op;
+    }
+
     /** Test hook: an active message of {@code kind} with a header exactly as given (after ucx4j's prefix). */
     CompletableFuture<Long> sendForged(byte kind, MemorySegment header, MemorySegment payload) {
         Op op = AmSend.forged(core, kind, header, payload);

@@ -324,6 +324,57 @@ public final class Ucx implements AutoCloseable {
         return op;
     }
 
+    // ---------------------------------------------------------------- RMA
+
+    /** Registers a native segment for RMA; it must stay valid until the region is closed. */
+    public MemoryRegion registerMemory(MemorySegment segment) {
+        checkOpen();
+        MemorySegment seg = Buffers.segment(segment, true);
+        if (seg.byteSize() == 0) {
+            throw new IllegalArgumentException("cannot register an empty segment");
+        }
+        return new MemoryRegion(engine, seg, null);
+    }
+
+    /** Allocates {@code size} bytes (page-aligned, zeroed) and registers them; closing the region frees them. */
+    public MemoryRegion allocateMemory(long size) {
+        checkOpen();
+        if (size <= 0) {
+            throw new IllegalArgumentException("size must be positive, got " + size);
+        }
+        java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofShared();
+        MemorySegment seg;
+        try {
+            seg = arena.allocate(size, 4096);
+        } catch (RuntimeException | Error e) {
+            arena.close();
+            throw e;
+        }
+        return new MemoryRegion(engine, seg, arena);
+    }
+
+    /** Completes when every operation issued on this worker before it has completed remotely. */
+    public CompletableFuture<Long> flushAsync() {
+        checkOpen();
+        org.ucx4j.internal.engine.Op op = engine.rmaFlush(null, false);
+        engine.submit(op);
+        return op;
+    }
+
+    public void flush(Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        checkOpen();
+        org.ucx4j.internal.engine.Op op = engine.rmaFlush(null, true);
+        engine.submit(op);
+        engine.await(op, t);
+    }
+
+    /** Operations issued after the fence start only after those issued before it completed remotely. */
+    public void fence() {
+        checkOpen();
+        engine.fence();
+    }
+
     // ---------------------------------------------------------------- active messages from raw peers
 
     /**

@@ -43,6 +43,13 @@ public final class PeerMain {
                     Thread.sleep(Duration.ofMinutes(10));
                 }
             }
+            case "serve-rma" -> {
+                try (Ucx ucx = Ucx.open(); Listener l = ucx.listen(0, ep -> rmaServe(ucx, ep))) {
+                    System.out.println("PORT " + l.port());
+                    System.out.flush();
+                    Thread.sleep(Duration.ofMinutes(10));
+                }
+            }
             default -> throw new IllegalArgumentException(mode);
         }
     }
@@ -74,6 +81,31 @@ public final class PeerMain {
         try {
             while (true) {
                 ep.sendObject(ep.recvObject());
+            }
+        } catch (UcxException e) {
+            // peer went away
+        }
+    }
+
+    /**
+     * RMA target: sends the key of a 32 MiB region holding pattern 21, then answers each 16-byte object
+     * (offset, length) with 1 if that range holds pattern 22 relative to the offset (the client put it), else 0.
+     */
+    static void rmaServe(Ucx ucx, Endpoint ep) {
+        try (MemoryRegion region = ucx.allocateMemory(32 << 20)) {
+            MemorySegment m = region.segment();
+            for (long i = 0; i < m.byteSize(); i++) {
+                m.set(ValueLayout.JAVA_BYTE, i, (byte) (i * 31 + 21));
+            }
+            ep.sendObject(region.packRemoteKey());
+            while (true) {
+                MemorySegment q = MemorySegment.ofArray(ep.recvObject());
+                long off = q.get(ValueLayout.JAVA_LONG_UNALIGNED, 0), len = q.get(ValueLayout.JAVA_LONG_UNALIGNED, 8);
+                boolean ok = true;
+                for (long i = 0; i < len && ok; i++) {
+                    ok = m.get(ValueLayout.JAVA_BYTE, off + i) == (byte) (i * 31 + 22);
+                }
+                ep.sendObject(new byte[] {(byte) (ok ? 1 : 0)});
             }
         } catch (UcxException e) {
             // peer went away

@@ -136,6 +136,9 @@ public final class Engine {
     /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
     private final Inbox rawInbox = new Inbox();
     private final org.ucx4j.MemoryAllocator allocator;
+    /** Live remote keys and memory registrations (owner thread), released before the worker and context go. */
+    private final java.util.Set<Long> rkeys = new java.util.HashSet<>();
+    private final java.util.Set<Long> memhs = new java.util.HashSet<>();
     private final int maxFrames;
     private final long maxMessageBytes;
     private int idle;
@@ -1500,13 +1503,17 @@ public final class Engine {
     }
 
     private <T> T onOwner(java.util.function.Supplier<T> s) {
+        return onOwner("info", s);
+    }
+
+    private <T> T onOwner(String what, java.util.function.Supplier<T> s) {
         if (Thread.currentThread() == owner) {
             return s.get();
         }
         Object[] box = new Object[1];
         Op op = newOp();
         op.kind = Op.TASK;
-        op.what = "info";
+        op.what = what;
         op.blocking = true;
         op.task = () -> box[0] = s.get();
         submit(op);
@@ -1514,6 +1521,96 @@ public final class Engine {
         @SuppressWarnings("unchecked")
         T t = (T) box[0];
         return t;
+    }
+
+    // ============================================================== memory registration and remote keys
+
+    /** Registers {@code length} bytes at {@code address} for RMA (local and remote read/write); returns the memh. */
+    public long memMap(long address, long length) {
+        return onOwner("register memory", () -> {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment p = a.allocate(UCP_MEM_MAP_PARAMS);
+                p.set(JAVA_LONG, MMP_FIELD_MASK, UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                        | UCP_MEM_MAP_PARAM_FIELD_PROT | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
+                p.set(JAVA_LONG, MMP_ADDRESS, address);
+                p.set(JAVA_LONG, MMP_LENGTH, length);
+                p.set(JAVA_INT, MMP_PROT, UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE
+                        | UCP_MEM_MAP_PROT_REMOTE_READ | UCP_MEM_MAP_PROT_REMOTE_WRITE);
+                p.set(JAVA_INT, MMP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
+                MemorySegment out = a.allocate(JAVA_LONG);
+                check(Ucp.memMap(context, p.address(), out.address()), "ucp_mem_map");
+                long memh = out.get(JAVA_LONG, 0);
+                memhs.add(memh);
+                return memh;
+            }
+        });
+    }
+
+    /** Unregisters memory; a no-op once the worker is closed (it was unregistered then). */
+    public void memUnmap(long memh) {
+        if (terminated) {
+            return;
+        }
+        onOwner("unregister memory", () -> {
+            if (memhs.remove(memh)) {
+                check(Ucp.memUnmap(context, memh), "ucp_mem_unmap");
+            }
+            return null;
+        });
+    }
+
+    /** The packed remote key of a registration ({@code ucp_rkey_pack}). */
+    public byte[] rkeyPack(long memh) {
+        return onOwner("pack remote key", () -> {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment out = a.allocate(JAVA_LONG, 2);
+                check(Ucp.rkeyPack(context, memh, out.address(), out.address() + 8), "ucp_rkey_pack");
+                long buf = out.getAtIndex(JAVA_LONG, 0);
+                byte[] b = NativeAccess.view(buf, out.getAtIndex(JAVA_LONG, 1)).toArray(JAVA_BYTE);
+                Ucp.rkeyBufferRelease(buf);
+                return b;
+            }
+        });
+    }
+
+    /** Unpacks remote-key bytes (already validated) on an endpoint; returns the rkey handle. */
+    public long rkeyUnpack(EndpointCore ep, byte[] packed) {
+        return onOwner("unpack remote key", () -> {
+            UcxException bad = ep.unusable("unpack remote key");
+            if (bad != null) {
+                throw bad;
+            }
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment buf = a.allocate(Math.max(1, packed.length), 16);
+                MemorySegment.copy(packed, 0, buf, JAVA_BYTE, 0, packed.length);
+                MemorySegment out = a.allocate(JAVA_LONG);
+                check(Ucp.epRkeyUnpack(ep.handle, buf.address(), out.address()), "ucp_ep_rkey_unpack");
+                long rkey = out.get(JAVA_LONG, 0);
+                rkeys.add(rkey);
+                return rkey;
+            }
+        });
+    }
+
+    /** Destroys a remote key; a no-op once the worker is closed. */
+    public void rkeyDestroy(long rkey) {
+        if (terminated) {
+            return;
+        }
+        onOwner("destroy remote key", () -> {
+            if (rkeys.remove(rkey)) {
+                Ucp.rkeyDestroy(rkey);
+            }
+            return null;
+        });
+    }
+
+    /** Orders RMA: operations issued after the fence start after those before it completed remotely. */
+    public void fence() {
+        onOwner("fence", () -> {
+            check(Ucp.workerFence(worker), "ucp_worker_fence");
+            return null;
+        });
     }
 
     // ============================================================== shutdown
@@ -1594,7 +1691,15 @@ public final class Engine {
                 s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
                         + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
             }
+            for (long rkey : rkeys) {
+                Ucp.rkeyDestroy(rkey);
+            }
+            rkeys.clear();
             Ucp.workerDestroy(worker);
+            for (long memh : memhs) {
+                Ucp.memUnmap(context, memh);
+            }
+            memhs.clear();
             Ucp.cleanup(context);
             rawInbox.clear();
             for (EndpointCore c : byConnId.values()) {

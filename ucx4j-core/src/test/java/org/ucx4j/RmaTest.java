@@ -1,0 +1,195 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** One-sided RMA: registration, remote keys (and their validation), put/get with offsets and bounds, flush, fence. */
+class RmaTest {
+    static final Duration T = Duration.ofSeconds(20);
+    static final long[] SIZES = {0, 1, 8, 1024, 64 * 1024, 1 << 20, 16 << 20};
+    static final long REGION = 32 << 20;
+
+    static void fill(MemorySegment m, long from, long size, int seed) {
+        for (long i = 0; i < size; i++) {
+            m.set(ValueLayout.JAVA_BYTE, from + i, (byte) (i * 31 + seed));
+        }
+    }
+
+    @Test
+    void putAndGetWithOffsetsInProcess() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (MemoryRegion region = b.allocateMemory(REGION); Arena arena = Arena.ofShared()) {
+                MemorySegment target = region.segment();
+                RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
+                assertEquals(REGION, key.size());
+                long offset = 12345;
+                for (long size : SIZES) {
+                    fill(target, offset, size, 1);
+                    MemorySegment dst = arena.allocate(Math.max(1, size)).asSlice(0, size);
+                    assertEquals(size, client.get(dst, key, offset, T));
+                    Data.verify(dst, size, 1);
+                    client.put(Data.pattern(arena, size, 2), key, offset, T);
+                    client.flush(T);
+                    Data.verify(target.asSlice(offset, size), size, 2);
+                    offset = (offset * 7 + size) % (REGION - (16 << 20));
+                }
+                // async forms, the last byte of the region, worker flush and fence
+                MemorySegment one = arena.allocate(1);
+                one.set(ValueLayout.JAVA_BYTE, 0, (byte) 77);
+                client.putAsync(one, key, REGION - 1).get(10, TimeUnit.SECONDS);
+                a.fence();
+                a.flush(T);
+                assertEquals(77, target.get(ValueLayout.JAVA_BYTE, REGION - 1));
+                MemorySegment back = arena.allocate(1);
+                assertEquals(1L, client.getAsync(back, key, REGION - 1).get(10, TimeUnit.SECONDS));
+                assertEquals(77, back.get(ValueLayout.JAVA_BYTE, 0));
+                key.close();
+                key.close();
+                assertThrows(IllegalStateException.class, () -> client.get(one, key, 0));
+            }
+        });
+    }
+
+    @Test
+    void outOfBoundsAndMisuseAreRefused() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment mine = arena.allocate(4096);
+                try (MemoryRegion region = b.registerMemory(mine)) {
+                    RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
+                    MemorySegment two = arena.allocate(2);
+                    assertThrows(IndexOutOfBoundsException.class, () -> client.get(two, key, 4095));
+                    assertThrows(IndexOutOfBoundsException.class, () -> client.put(two, key, -1));
+                    assertThrows(IndexOutOfBoundsException.class, () -> client.get(arena.allocate(4097), key, 0));
+                    assertThrows(IndexOutOfBoundsException.class, () -> client.put(two, key, Long.MAX_VALUE));
+                    // a key works on the endpoint it was unpacked on only
+                    assertThrows(IllegalArgumentException.class, () -> server.get(two, key, 0));
+                    assertThrows(IllegalArgumentException.class,
+                            () -> client.get(MemorySegment.ofArray(new byte[2]), key, 0));
+                    assertThrows(IllegalArgumentException.class, () -> b.registerMemory(MemorySegment.ofArray(
+                            new byte[8])));
+                    // nothing was written by the refused calls
+                    assertArrayEquals(new byte[4096], mine.toArray(ValueLayout.JAVA_BYTE));
+                    mine.set(ValueLayout.JAVA_BYTE, 4094, (byte) 5);
+                    mine.set(ValueLayout.JAVA_BYTE, 4095, (byte) 6);
+                    assertEquals(2, client.get(two, key, 4094, T));
+                    assertArrayEquals(new byte[] {5, 6}, two.toArray(ValueLayout.JAVA_BYTE));
+                }
+            }
+        });
+    }
+
+    @Test
+    void corruptedOrTruncatedKeysAreRefusedNeverACrash() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (MemoryRegion region = b.allocateMemory(4096)) {
+                byte[] good = region.packRemoteKey();
+                List<byte[]> bad = new ArrayList<>();
+                for (int i = 0; i < good.length; i += Math.max(1, good.length / 40)) {
+                    byte[] flipped = good.clone();
+                    flipped[i] ^= 0x5a;
+                    bad.add(flipped);
+                }
+                for (int len : new int[] {0, 1, 16, good.length / 2, good.length - 1}) {
+                    bad.add(java.util.Arrays.copyOf(good, len));
+                }
+                bad.add(new byte[good.length]);
+                java.util.Random r = new java.util.Random(7);
+                for (int i = 0; i < 20; i++) {
+                    byte[] junk = new byte[good.length];
+                    r.nextBytes(junk);
+                    bad.add(junk);
+                }
+                for (byte[] k : bad) {
+                    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                            () -> client.unpackRemoteKey(k));
+                    assertTrue(e.getMessage().startsWith("remote key refused"), e.getMessage());
+                }
+                assertThrows(NullPointerException.class, () -> client.unpackRemoteKey(null));
+                // the good key still works
+                try (RemoteKey key = client.unpackRemoteKey(good); Arena arena = Arena.ofConfined()) {
+                    region.segment().set(ValueLayout.JAVA_BYTE, 10, (byte) 3);
+                    MemorySegment one = arena.allocate(1);
+                    client.get(one, key, 10, T);
+                    assertEquals(3, one.get(ValueLayout.JAVA_BYTE, 0));
+                }
+            }
+        });
+    }
+
+    @Test
+    void crossProcessPutAndGet() throws Exception {
+        try (Peer p = Peer.start("serve-rma"); Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
+            int port = Integer.parseInt(p.await("PORT"));
+            try (Endpoint ep = ucx.connect("127.0.0.1", port)) {
+                RemoteKey key = ep.unpackRemoteKey(ep.recvObject(T));
+                long offset = 777;
+                for (long size : SIZES) {
+                    MemorySegment dst = arena.allocate(Math.max(1, size)).asSlice(0, size);
+                    ep.get(dst, key, offset, T);
+                    for (long i = 0; i < size; i++) { // the server's pattern 21 is relative to the region start
+                        if (dst.get(ValueLayout.JAVA_BYTE, i) != (byte) ((offset + i) * 31 + 21)) {
+                            throw new AssertionError("byte " + i + " of get " + size + " at " + offset);
+                        }
+                    }
+                    ep.put(Data.pattern(arena, size, 22), key, offset, T);
+                    ep.flush(T);
+                    MemorySegment q = MemorySegment.ofArray(new byte[16]);
+                    q.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, offset);
+                    q.set(ValueLayout.JAVA_LONG_UNALIGNED, 8, size);
+                    ep.sendObject(q);
+                    assertArrayEquals(new byte[] {1}, ep.recvObject(T), "peer saw the put of " + size);
+                    offset = offset + size + 1;
+                }
+                key.close();
+            }
+        }
+    }
+
+    @Test
+    void pendingRmaFailsTypedWhenThePeerIsKilled() throws Exception {
+        try (Peer p = Peer.start("serve-rma"); Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
+            int port = Integer.parseInt(p.await("PORT"));
+            Endpoint ep = ucx.connect("127.0.0.1", port);
+            RemoteKey key = ep.unpackRemoteKey(ep.recvObject(T));
+            MemorySegment dst = arena.allocate(16 << 20);
+            List<CompletableFuture<Long>> pending = new ArrayList<>();
+            for (int i = 0; i < 16; i++) {
+                pending.add(ep.getAsync(dst, key, (i % 2) * (16 << 20)));
+            }
+            long killedAt = System.nanoTime();
+            p.kill();
+            for (CompletableFuture<Long> f : pending) {
+                try {
+                    assertEquals(16 << 20, f.get(10, TimeUnit.SECONDS)); // done before the kill
+                } catch (java.util.concurrent.ExecutionException e) {
+                    assertInstanceOf(ConnectionResetException.class, e.getCause(), e.getCause().toString());
+                }
+            }
+            CompletionException e = assertThrows(CompletionException.class, () -> {
+                // new operations fail typed once the death is noticed (well within 5 s)
+                while (true) {
+                    ep.getAsync(dst.asSlice(0, 8), key, 0).orTimeout(5, TimeUnit.SECONDS).join();
+                    Thread.sleep(10);
+                }
+            });
+            assertInstanceOf(ConnectionResetException.class, e.getCause(), e.getCause().toString());
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt);
+            assertTrue(ms < 5000, "failed after " + ms + " ms");
+        }
+    }
+}
