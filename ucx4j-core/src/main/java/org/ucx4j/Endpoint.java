@@ -230,6 +230,36 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
+    /**
+     * Looks for a message the peer sent to this endpoint with {@code tag}, without receiving it; null if none has
+     * arrived. With {@code remove} the message leaves UCX's queue and must be received with
+     * {@link #recv(ProbedMessage, MemorySegment)}; otherwise it stays for any receive.
+     */
+    public ProbedMessage probe(int tag, boolean remove) {
+        ucx.checkOpen();
+        long[] r = engine.tagProbe(core.recvTag(tag), -1L, remove);
+        return r == null ? null : new ProbedMessage(r[0], r[1] & 0xffffffffL, r[2], this);
+    }
+
+    /** Receives a message a removing {@link #probe} took; returns its length. */
+    public long recv(ProbedMessage message, MemorySegment buf) {
+        return engine.await(submitted(probedOp(message, buf, true)), -1);
+    }
+
+    public CompletableFuture<Long> recvAsync(ProbedMessage message, MemorySegment buf) {
+        return submitted(probedOp(message, buf, false));
+    }
+
+    private Op probedOp(ProbedMessage message, MemorySegment buf, boolean blocking) {
+        MemorySegment seg = Buffers.segment(buf, true);
+        Objects.requireNonNull(message, "message");
+        ucx.checkOpen();
+        Op op = engine.probedRecv(core, message.take(this), message.tag(), message.length(), seg.address(),
+                seg.byteSize(), 0, null, blocking);
+        Ucx.keepAlive(op, seg);
+        return op;
+    }
+
     // ---------------------------------------------------------------- stream
 
     /**

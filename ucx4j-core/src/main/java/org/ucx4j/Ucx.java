@@ -314,6 +314,39 @@ public final class Ucx implements AutoCloseable {
         return new TagMessage(op.senderTag(), len);
     }
 
+    /**
+     * Looks for a worker-level tag message (tag/mask as in {@link #recvTagged}) without receiving it; null if none
+     * has arrived. With {@code remove}, the message leaves UCX's queue and must be received with
+     * {@link #recv(ProbedMessage, MemorySegment)}; otherwise it stays for any receive.
+     */
+    public ProbedMessage probe(long tag, long mask, boolean remove) {
+        checkOpen();
+        Endpoint.workerTag(tag);
+        long[] r = engine.tagProbe(tag, mask | EndpointCore.PRIVATE_BIT, remove);
+        return r == null ? null : new ProbedMessage(r[0], r[1], r[2], null);
+    }
+
+    /** Receives a message a removing {@link #probe} took; returns its length. */
+    public long recv(ProbedMessage message, MemorySegment buf) {
+        MemorySegment seg = Buffers.segment(buf, true);
+        checkOpen();
+        Op op = engine.probedRecv(null, message.take(null), message.tag(), message.length(), seg.address(),
+                seg.byteSize(), 0, null, true);
+        keepAlive(op, seg);
+        engine.submit(op);
+        return engine.await(op, -1);
+    }
+
+    public CompletableFuture<Long> recvAsync(ProbedMessage message, MemorySegment buf) {
+        MemorySegment seg = Buffers.segment(buf, true);
+        checkOpen();
+        Op op = engine.probedRecv(null, message.take(null), message.tag(), message.length(), seg.address(),
+                seg.byteSize(), 0, null, false);
+        keepAlive(op, seg);
+        engine.submit(op);
+        return op;
+    }
+
     private Op workerRecv(MemorySegment seg, long tag, long mask, boolean blocking) {
         checkOpen();
         Endpoint.workerTag(tag);

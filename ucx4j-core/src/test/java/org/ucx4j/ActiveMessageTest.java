@@ -293,16 +293,17 @@ class ActiveMessageTest {
     }
 
     @Test
-    void pendingActiveMessageReceivesFailTypedWhenThePeerIsKilled() throws Exception {
-        try (Peer p = Peer.start("serve-am-echo"); Ucx ucx = Ucx.open()) {
+    void pendingActiveMessageAndStreamReceivesFailTypedWhenThePeerIsKilled() throws Exception {
+        try (Peer p = Peer.start("serve-am-echo"); Ucx ucx = Ucx.open(); Arena streamBuf = Arena.ofShared()) {
             int port = Integer.parseInt(p.await("PORT"));
             Endpoint ep = ucx.connect("127.0.0.1", port);
             CompletableFuture<AmMessage> am = ep.amRecvAsync();
             CompletableFuture<Frames> frames = ep.recvFramesAsync();
             CompletableFuture<byte[]> obj = ep.recvObjectAsync();
+            CompletableFuture<Long> stream = ep.streamRecvAsync(streamBuf.allocate(8));
             long killedAt = System.nanoTime();
             p.kill();
-            for (CompletableFuture<?> f : List.of(am, frames, obj)) {
+            for (CompletableFuture<?> f : List.of(am, frames, obj, stream)) {
                 CompletionException e = assertThrows(CompletionException.class,
                         () -> f.orTimeout(10, TimeUnit.SECONDS).join());
                 assertInstanceOf(ConnectionResetException.class, e.getCause(), e.getCause().toString());

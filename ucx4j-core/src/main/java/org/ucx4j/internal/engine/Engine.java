@@ -368,6 +368,32 @@ public final class Engine {
         return op;
     }
 
+    /**
+     * Probes the worker for an unexpected tag message ({@code ucp_tag_probe_nb}); {@code {handle, senderTag,
+     * length}}, or null if none matches. With {@code remove} the message is taken out of UCX's queue and must be
+     * received with {@link #probedRecv}; without, the handle is 0 and the message stays for any receive.
+     */
+    public long[] tagProbe(long tag, long mask, boolean remove) {
+        return onOwner("probe", () -> {
+            long msg = Ucp.tagProbeNb(worker, tag, mask, remove, scratch.address());
+            if (msg == 0) {
+                return null;
+            }
+            return new long[] {remove ? msg : 0, scratch.get(JAVA_LONG, TRI_SENDER_TAG),
+                    scratch.get(JAVA_LONG, TRI_LENGTH)};
+        });
+    }
+
+    /** Receives a message a removing probe took; {@code senderTag}/{@code messageLength} come from the probe. */
+    public Op probedRecv(EndpointCore ep, long message, long senderTag, long messageLength, long address,
+            long length, long owned, byte[] copyBack, boolean blocking) {
+        Op op = tagRecv(ep, address, length, 0, 0, owned, copyBack, blocking);
+        op.probed = message;
+        op.tag = Math.min(messageLength, length); // reported length on immediate completion
+        op.mask = senderTag;
+        return op;
+    }
+
     /** A stream send: bytes in order on the endpoint, no message boundaries. */
     public Op streamSend(EndpointCore ep, long address, long length, long owned, boolean blocking) {
         Op op = op(blocking);
@@ -764,6 +790,15 @@ public final class Engine {
                     }
                 }
                 int slot = allocSlot(op);
+                if (op.probed != 0) { // a message a probe took: received by its handle, length and tag known
+                    setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                            Stubs.TAG_RECV.address(), userData(slot), 0);
+                    long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, op.probed, reqParam.address());
+                    if (posted(op, slot, r, op.tag, op.mask)) {
+                        linkPending(op);
+                    }
+                    return;
+                }
                 // UCX before 1.16 reports no length/tag for an immediately completed tag receive (recv_info is
                 // filled from 1.16), so immediate completion is refused: a request always comes back. A blocking
                 // receive of the owner thread itself is polled from its wait loop, without a callback; any other

@@ -45,6 +45,8 @@ public final class Op extends SafeFuture<Long> {
     long headerLength;
     long datatype;
     long total;
+    /** A receive of a message taken by a probe: its {@code ucp_tag_message_h}. */
+    long probed;
     /** RMA: the remote key handle (put/get). */
     long rkey;
     /** Active-message data transfer: the message being filled and the inbox it goes to. */
@@ -116,6 +118,7 @@ public final class Op extends SafeFuture<Long> {
         owned = 0;
         task = null;
         mask = 0;
+        probed = 0;
         error = null;
         resultLength = 0;
         senderTag = 0;

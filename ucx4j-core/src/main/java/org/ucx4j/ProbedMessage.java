@@ -1,0 +1,59 @@
+package org.ucx4j;
+
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A tag message found by a probe ({@link Ucx#probe}, {@link Endpoint#probe}): its sender tag and length, known
+ * before any buffer is allocated. A <em>removed</em> message has left UCX's queue and belongs to the prober, who
+ * must receive it exactly once with {@code recv(ProbedMessage, buffer)}; a peeked one stays queued for any receive.
+ */
+public final class ProbedMessage {
+    private final long handle;
+    private final long tag;
+    private final long length;
+    private final Endpoint endpoint;
+    private final AtomicBoolean taken = new AtomicBoolean();
+
+    ProbedMessage(long handle, long tag, long length, Endpoint endpoint) {
+        this.handle = handle;
+        this.tag = tag;
+        this.length = length;
+        this.endpoint = endpoint;
+    }
+
+    /** The sender's tag: the 63-bit worker-level tag, or for an endpoint probe the 32-bit user tag. */
+    public long tag() {
+        return tag;
+    }
+
+    /** The message's length in bytes. */
+    public long length() {
+        return length;
+    }
+
+    /** True if the probe removed the message from UCX's queue (it must then be received by this handle). */
+    public boolean isRemoved() {
+        return handle != 0;
+    }
+
+    /** Claims the handle for its one receive. */
+    long take(Endpoint on) {
+        if (handle == 0) {
+            throw new IllegalStateException("the message was only peeked at: receive it with a normal recv");
+        }
+        if (on != endpoint) {
+            throw new IllegalArgumentException("the message was probed on " + (endpoint == null ? "the worker"
+                    : endpoint) + ", not on " + (on == null ? "the worker" : on));
+        }
+        if (!taken.compareAndSet(false, true)) {
+            throw new IllegalStateException("the probed message was already received");
+        }
+        return handle;
+    }
+
+    @Override
+    public String toString() {
+        return "ProbedMessage[tag=" + Long.toUnsignedString(tag) + ", " + length + " B"
+                + (handle != 0 ? ", removed" : ", peeked") + "]";
+    }
+}

@@ -1,0 +1,74 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** Probing for a tag message (peek vs remove), then receiving exactly that message by its handle. */
+class ProbeTest {
+    static final Duration T = Duration.ofSeconds(10);
+
+    static ProbedMessage await(java.util.function.Supplier<ProbedMessage> probe) throws InterruptedException {
+        ProbedMessage[] got = new ProbedMessage[1];
+        Data.eventually(() -> (got[0] = probe.get()) != null);
+        return got[0];
+    }
+
+    @Test
+    void workerLevelPeekThenRemoveThenReceiveByHandle() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                assertNull(b.probe(0x50, 0xF0, false), "nothing sent yet");
+                for (long size : new long[] {0, 100, 1 << 20}) { // eager and rendezvous
+                    client.sendTaggedAsync(Data.pattern(arena, size, 9), 0x55);
+                    ProbedMessage peek = await(() -> b.probe(0x50, 0xF0, false));
+                    assertEquals(0x55, peek.tag());
+                    assertEquals(size, peek.length());
+                    assertFalse(peek.isRemoved());
+                    assertThrows(IllegalStateException.class, () -> b.recv(peek, arena.allocate(1)));
+                    assertNotNull(b.probe(0x55, -1L, false), "a peek leaves the message queued");
+                    assertNull(b.probe(0x56, -1L, false), "the mask is honoured");
+                    ProbedMessage taken = b.probe(0x55, -1L, true);
+                    assertTrue(taken.isRemoved());
+                    assertNull(b.probe(0x55, -1L, false), "a removed message is no longer queued");
+                    // allocate exactly what the probe reported, then receive that very message
+                    MemorySegment buf = arena.allocate(Math.max(1, taken.length())).asSlice(0, taken.length());
+                    assertEquals(size, b.recvAsync(taken, buf).get(10, TimeUnit.SECONDS));
+                    Data.verify(buf, size, 9);
+                    assertThrows(IllegalStateException.class, () -> b.recv(taken, buf), "received once only");
+                }
+            }
+        });
+    }
+
+    @Test
+    void endpointProbeSeesOnlyItsOwnTagSpace() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                client.send(new byte[] {1, 2, 3}, 7);
+                ProbedMessage m = await(() -> server.probe(7, true));
+                assertEquals(7, m.tag());
+                assertEquals(3, m.length());
+                assertNull(b.probe(0, 0, false), "endpoint-private messages are invisible to worker probes");
+                assertThrows(IllegalArgumentException.class, () -> b.recv(m, arena.allocate(3)),
+                        "probed on the endpoint, not on the worker");
+                MemorySegment buf = arena.allocate(3);
+                assertEquals(3, server.recv(m, buf));
+                assertEquals(2, buf.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 1));
+                // a removed message larger than the buffer: truncation error, never silent
+                client.send(new byte[64], 8);
+                ProbedMessage big = await(() -> server.probe(8, true));
+                assertThrows(MessageTruncatedException.class, () -> server.recv(big, arena.allocate(16)));
+            }
+        });
+    }
+}
