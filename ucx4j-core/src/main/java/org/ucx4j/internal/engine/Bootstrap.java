@@ -38,16 +38,22 @@ public final class Bootstrap {
             long deadline = System.nanoTime() + timeoutNanos;
             Socket s = new Socket();
             EndpointCore c = null;
+            Jfr.ConnectEvent ev = Jfr.AVAILABLE ? new Jfr.ConnectEvent() : null;
+            if (ev != null) {
+                ev.begin();
+            }
             try {
                 s.setTcpNoDelay(true);
                 s.setKeepAlive(true);
                 s.connect(new InetSocketAddress(host, port), millis(timeoutNanos));
                 c = engine.newEndpoint(true, peer);
                 open(engine, c, s, deadline);
+                connected(ev, "connect", peer, c, null);
                 if (!f.complete(c)) {
                     engine.abortEndpoint(c); // the caller gave up
                 }
             } catch (Throwable t) {
+                connected(ev, "connect", peer, c, t);
                 closeQuietly(s);
                 if (c != null) {
                     engine.discard(c);
@@ -96,12 +102,18 @@ public final class Bootstrap {
         String peer = remote.getHostString() + ":" + remote.getPort();
         long timeout = engine.handshakeTimeoutNanos;
         EndpointCore c = null;
+        Jfr.ConnectEvent ev = Jfr.AVAILABLE ? new Jfr.ConnectEvent() : null;
+        if (ev != null) {
+            ev.begin();
+        }
         try {
             s.setTcpNoDelay(true);
             s.setKeepAlive(true);
             c = engine.newEndpoint(false, peer);
             open(engine, c, s, System.nanoTime() + timeout);
+            connected(ev, "accept", peer, c, null);
         } catch (Throwable t) {
+            connected(ev, "accept", peer, c, t);
             closeQuietly(s);
             if (c != null) {
                 engine.discard(c);
@@ -166,6 +178,21 @@ public final class Bootstrap {
             } catch (IOException e) {
                 // the peer is gone already
             }
+        }
+    }
+
+    private static void connected(Jfr.ConnectEvent ev, String direction, String peer, EndpointCore c,
+            Throwable failure) {
+        if (ev == null) {
+            return;
+        }
+        ev.end();
+        if (ev.shouldCommit()) {
+            ev.direction = direction;
+            ev.peer = peer;
+            ev.peerPid = c == null ? 0 : c.peerPid;
+            ev.outcome = failure == null ? "OK" : failure.toString();
+            ev.commit();
         }
     }
 

@@ -767,6 +767,9 @@ public final class Engine {
         if (op.length >= PeerStats.LARGE) {
             op.startedAt = System.nanoTime();
         }
+        if (Jfr.AVAILABLE && Jfr.transfers && op.kind != Op.TASK) {
+            op.jfr = Jfr.begin();
+        }
         switch (op.kind) {
             case Op.TASK -> runTask(op);
             case Op.TAG_SEND -> {
@@ -1248,6 +1251,12 @@ public final class Engine {
         AmData m = new AmData(kind, userHeader, payload.asSlice(0, length), allocator, ep);
         if (!rndv) {
             MemorySegment.copy(NativeAccess.view(data, length), 0, m.payload, 0, length);
+            if (Jfr.AVAILABLE && Jfr.transfers) {
+                Jfr.TransferEvent ev = Jfr.begin();
+                if (ev != null) {
+                    Jfr.end(ev, "active message receive", length, 0, ep, "OK");
+                }
+            }
             if (ep != null) {
                 ep.stats.received(length, 0);
             }
@@ -1266,6 +1275,9 @@ public final class Engine {
         op.length = length;
         if (length >= PeerStats.LARGE) {
             op.startedAt = System.nanoTime();
+        }
+        if (Jfr.AVAILABLE && Jfr.transfers) {
+            op.jfr = Jfr.begin();
         }
         deferred.add(() -> {
             int slot = allocSlot(op);
@@ -1475,6 +1487,16 @@ public final class Engine {
             c.handle = 0;
             java.net.Socket control = c.control;
             Throwable cause = c.closedLocally ? null : c.failure;
+            if (Jfr.AVAILABLE) {
+                Jfr.CloseEvent ev = new Jfr.CloseEvent();
+                if (ev.shouldCommit()) {
+                    ev.peer = c.peer;
+                    ev.reason = cause == null ? "closed locally" : cause.getMessage();
+                    ev.bytesSent = c.stats.bytesSent;
+                    ev.bytesReceived = c.stats.bytesReceived;
+                    ev.commit();
+                }
+            }
             executor.execute(() -> {
                 Bootstrap.closeQuietly(control);
                 for (Consumer<Throwable> cb : c.closeCallbacks) {

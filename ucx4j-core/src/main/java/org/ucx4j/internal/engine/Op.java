@@ -78,6 +78,8 @@ public final class Op extends SafeFuture<Long> {
     boolean polled;
     /** System.nanoTime() when a transfer of >= 1 MB was posted (per-peer bandwidth), else 0. */
     long startedAt;
+    /** The flight-recorder event of this transfer while a recording wants it, else null. */
+    Jfr.TransferEvent jfr;
 
     Op(Executor executor) {
         super(executor);
@@ -114,6 +116,7 @@ public final class Op extends SafeFuture<Long> {
         pendingPrev = pendingNext = null;
         polled = false;
         startedAt = 0;
+        jfr = null;
         copyBack = null;
         owned = 0;
         task = null;
@@ -156,6 +159,11 @@ public final class Op extends SafeFuture<Long> {
         this.senderTag = tag;
         this.error = err;
         this.keepAlive = null;
+        if (jfr != null) {
+            Jfr.end(jfr, what, length, kind == PUT || kind == GET ? 0 : tag != 0 ? tag : this.tag, ep,
+                    err == null ? "OK" : err.statusName());
+            jfr = null;
+        }
         this.done = true;
         if (blocking) {
             Thread w = waiter;
