@@ -6,8 +6,10 @@ import org.ucx4j.internal.engine.AmData;
 
 /**
  * A received active message: the sender's header and a payload in memory the receiver allocated (see
- * {@link MemoryAllocator}). Close it to give the payload back; after {@link #close()} the payload segment is no
- * longer accessible (its scope is closed), so a late read fails cleanly instead of reading freed memory.
+ * {@link MemoryAllocator}). Close it to give the payload back. {@link #payload()} refuses once closed; a segment
+ * kept from before must not be used after {@link #close()} (as with a released Netty buffer). With
+ * {@link UcxOptions#withCheckedMessages} such a late access fails cleanly instead (each message then gets its own
+ * shared arena, whose close costs tens of microseconds: a debugging aid, not for production rates).
  */
 public final class AmMessage implements AutoCloseable {
     private final AmData data;
@@ -15,11 +17,12 @@ public final class AmMessage implements AutoCloseable {
     private final Arena scope;
     private final MemorySegment payload;
 
-    AmMessage(AmData data, Endpoint endpoint) {
+    AmMessage(AmData data, Endpoint endpoint, boolean checked) {
         this.data = data;
         this.endpoint = endpoint;
-        this.scope = Arena.ofShared();
-        this.payload = org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free);
+        this.scope = checked ? Arena.ofShared() : null;
+        this.payload = checked ? org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free)
+                : data.payload();
     }
 
     /** The sender's header (read-only). */
@@ -34,16 +37,19 @@ public final class AmMessage implements AutoCloseable {
 
     /** The payload, valid until {@link #close()}. */
     public MemorySegment payload() {
+        if (data.isFreed()) {
+            throw new IllegalStateException("message is closed: its payload memory was given back");
+        }
         return payload;
     }
 
     /** A copy of the payload. */
     public byte[] payloadBytes() {
-        return payload.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+        return payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
     }
 
     public long payloadLength() {
-        return payload.byteSize();
+        return data.payload().byteSize();
     }
 
     /** The endpoint it came on, or null when it came from a raw peer ({@link Ucx#amRecv()}). */
@@ -54,7 +60,9 @@ public final class AmMessage implements AutoCloseable {
     /** Gives the payload memory back. Idempotent. */
     @Override
     public void close() {
-        if (scope.scope().isAlive()) {
+        if (scope == null) {
+            data.free();
+        } else if (scope.scope().isAlive()) {
             try {
                 scope.close();
             } catch (IllegalStateException alreadyClosed) {

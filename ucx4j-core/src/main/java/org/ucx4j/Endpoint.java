@@ -379,16 +379,19 @@ public final class Endpoint implements AutoCloseable {
     /** The next active message the peer sent to this endpoint (in arrival order), in receiver-allocated memory. */
     public CompletableFuture<AmMessage> amRecvAsync() {
         ucx.checkOpen();
-        return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this));
+        boolean checked = ucx.options().checkedMessages();
+        return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this, checked));
     }
 
     public AmMessage amRecv() {
-        return new AmMessage(take(AmWire.PLAIN, -1, "active message receive"), this);
+        return new AmMessage(take(AmWire.PLAIN, -1, "active message receive"), this,
+                ucx.options().checkedMessages());
     }
 
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
-        return new AmMessage(take(AmWire.PLAIN, t, "active message receive"), this);
+        return new AmMessage(take(AmWire.PLAIN, t, "active message receive"), this,
+                ucx.options().checkedMessages());
     }
 
     private Op amOp(MemorySegment header, MemorySegment payload, boolean blocking) {
@@ -437,16 +440,17 @@ public final class Endpoint implements AutoCloseable {
     /** The next multi-frame message; fails with {@link MessageRefusedException} if the peer's header is over a cap. */
     public CompletableFuture<Frames> recvFramesAsync() {
         ucx.checkOpen();
-        return Ucx.adapt(engine.amTake(core, AmWire.FRAMES), Frames::new);
+        boolean checked = ucx.options().checkedMessages();
+        return Ucx.adapt(engine.amTake(core, AmWire.FRAMES), d -> new Frames(d, checked));
     }
 
     public Frames recvFrames() {
-        return new Frames(take(AmWire.FRAMES, -1, "frames receive"));
+        return new Frames(take(AmWire.FRAMES, -1, "frames receive"), ucx.options().checkedMessages());
     }
 
     public Frames recvFrames(Duration timeout) {
         long t = Buffers.nanos(timeout);
-        return new Frames(take(AmWire.FRAMES, t, "frames receive"));
+        return new Frames(take(AmWire.FRAMES, t, "frames receive"), ucx.options().checkedMessages());
     }
 
     private Op framesOp(List<MemorySegment> frames, boolean blocking) {
@@ -482,7 +486,7 @@ public final class Endpoint implements AutoCloseable {
         return Ucx.adapt(engine.amTake(core, AmWire.OBJECT), Endpoint::objectBytes);
     }
 
-    /** The next object; fails with {@link MessageRefusedException} if it is over {@link UcxOptions#withMaxMessageBytes}. */
+    /** The next object; {@link MessageRefusedException} if it is over {@link UcxOptions#withMaxMessageBytes}. */
     public byte[] recvObject() {
         return objectBytes(take(AmWire.OBJECT, -1, "object receive"));
     }

@@ -10,16 +10,20 @@ import org.ucx4j.internal.engine.AmWire;
 
 /**
  * A received multi-frame message ({@link Endpoint#sendFrames}): the frames in order, each a slice of memory the
- * receiver allocated. Close it to give the memory back; the frames are inaccessible afterwards.
+ * receiver allocated. Close it to give the memory back; frames must not be used afterwards (see {@link AmMessage}
+ * for {@link UcxOptions#withCheckedMessages}, which makes a late access fail cleanly).
  */
 public final class Frames implements AutoCloseable {
+    private final AmData data;
     private final Arena scope;
     private final List<MemorySegment> frames;
     private final long totalBytes;
 
-    Frames(AmData data) {
-        this.scope = Arena.ofShared();
-        MemorySegment all = org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free);
+    Frames(AmData data, boolean checked) {
+        this.data = data;
+        this.scope = checked ? Arena.ofShared() : null;
+        MemorySegment all = checked ? org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free)
+                : data.payload();
         long[] sizes = AmWire.frameSizes(data.header());
         List<MemorySegment> list = new ArrayList<>(sizes.length);
         long at = 0;
@@ -37,12 +41,20 @@ public final class Frames implements AutoCloseable {
 
     /** Frame {@code i}, valid until {@link #close()}. */
     public MemorySegment get(int i) {
+        checkOpen();
         return frames.get(i);
     }
 
     /** All frames, in the order they were sent. */
     public List<MemorySegment> list() {
+        checkOpen();
         return frames;
+    }
+
+    private void checkOpen() {
+        if (data.isFreed()) {
+            throw new IllegalStateException("frames are closed: their memory was given back");
+        }
     }
 
     public long totalBytes() {
@@ -52,7 +64,9 @@ public final class Frames implements AutoCloseable {
     /** Gives the memory back. Idempotent. */
     @Override
     public void close() {
-        if (scope.scope().isAlive()) {
+        if (scope == null) {
+            data.free();
+        } else if (scope.scope().isAlive()) {
             try {
                 scope.close();
             } catch (IllegalStateException alreadyClosed) {

@@ -417,20 +417,21 @@ public final class Ucx implements AutoCloseable {
      */
     public CompletableFuture<AmMessage> amRecvAsync() {
         checkOpen();
-        return adapt(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), d -> new AmMessage(d, null));
+        boolean checked = options.checkedMessages();
+        return adapt(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), d -> new AmMessage(d, null, checked));
     }
 
     public AmMessage amRecv() {
         checkOpen();
         return new AmMessage(engine.awaitFuture(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), -1,
-                "active message receive"), null);
+                "active message receive"), null, options.checkedMessages());
     }
 
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkOpen();
         return new AmMessage(engine.awaitFuture(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), t,
-                "active message receive"), null);
+                "active message receive"), null, options.checkedMessages());
     }
 
     /**
@@ -448,8 +449,8 @@ public final class Ucx implements AutoCloseable {
         };
         src.whenComplete((d, e) -> {
             if (e != null) {
-                out.completeExceptionally(e instanceof java.util.concurrent.CompletionException c && c.getCause() != null
-                        ? c.getCause() : e);
+                boolean wrapped = e instanceof java.util.concurrent.CompletionException && e.getCause() != null;
+                out.completeExceptionally(wrapped ? e.getCause() : e);
             } else if (out.isDone()) {
                 d.free();
             } else {

@@ -113,6 +113,25 @@ class ActiveMessageTest {
     }
 
     @Test
+    void checkedMessagesFailCleanlyOnAccessAfterClose() throws Exception {
+        pair(UcxOptions.defaults().withCheckedMessages(true), (client, server, alloc) -> {
+            client.amSend(new byte[0], new byte[] {1, 2, 3});
+            client.sendFrames(List.of(MemorySegment.ofArray(new byte[] {4})));
+            AmMessage m = server.amRecv(T);
+            MemorySegment kept = m.payload();
+            assertEquals(2, kept.get(ValueLayout.JAVA_BYTE, 1));
+            m.close();
+            assertThrows(IllegalStateException.class, () -> kept.get(ValueLayout.JAVA_BYTE, 1));
+            Frames f = server.recvFrames(T);
+            MemorySegment frame = f.get(0);
+            f.close();
+            assertThrows(IllegalStateException.class, () -> frame.get(ValueLayout.JAVA_BYTE, 0));
+            assertThrows(IllegalStateException.class, () -> f.get(0));
+            assertEquals(0, alloc.outstanding.get());
+        });
+    }
+
+    @Test
     void activeMessageReceiveTimesOutAndCancelsCleanly() throws Exception {
         pair(UcxOptions.defaults(), (client, server, alloc) -> {
             UcxTimeoutException e = assertThrows(UcxTimeoutException.class,

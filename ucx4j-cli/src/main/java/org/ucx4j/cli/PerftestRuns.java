@@ -39,8 +39,20 @@ final class PerftestRuns {
         return null;
     }
 
-    Measurement run(String mode, long size, long iters, long warmup) throws IOException, InterruptedException {
-        String test = Measurement.LATENCY.equals(mode) ? "tag_lat" : "tag_bw";
+    /** ucx_perftest's test for an API and mode. */
+    static String test(UcxRuns.Api api, String mode) {
+        boolean lat = Measurement.LATENCY.equals(mode);
+        return switch (api) {
+            case TAG -> lat ? "tag_lat" : "tag_bw";
+            case AM -> lat ? "ucp_am_lat" : "ucp_am_bw";
+            case STREAM -> lat ? "stream_lat" : "stream_bw";
+            case RMA -> "ucp_get";
+        };
+    }
+
+    Measurement run(UcxRuns.Api api, String mode, long size, long iters, long warmup)
+            throws IOException, InterruptedException {
+        String test = test(api, mode);
         int port;
         try (ServerSocket s = new ServerSocket(0)) {
             port = s.getLocalPort();

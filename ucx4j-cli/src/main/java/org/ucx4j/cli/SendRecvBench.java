@@ -45,6 +45,9 @@ final class SendRecvBench implements Callable<Integer> {
     @Option(names = "--mode", defaultValue = "latency", description = "latency or bandwidth")
     String mode;
 
+    @Option(names = "--api", defaultValue = "tag", description = "tag, am (active messages), stream or rma (get)")
+    String api;
+
     @Option(names = "--window", defaultValue = "32", description = "outstanding sends in bandwidth mode")
     int window;
 
@@ -145,12 +148,12 @@ final class SendRecvBench implements Callable<Integer> {
                 Endpoint ep = ucx.connect(host, serverPort, Duration.ofSeconds(10))) {
             Measurement m;
             if ("latency".equals(mode)) {
-                m = UcxRuns.latency(ep, size, iters, warmup);
+                m = UcxRuns.latency(UcxRuns.Api.parse(api), ep, size, iters, warmup);
             } else {
                 if (warmup > 0) {
-                    UcxRuns.stream(ucx, ep, mode, size, warmup, window);
+                    UcxRuns.stream(UcxRuns.Api.parse(api), ucx, ep, mode, size, warmup, window);
                 }
-                m = UcxRuns.stream(ucx, ep, mode, size, iters, window);
+                m = UcxRuns.stream(UcxRuns.Api.parse(api), ucx, ep, mode, size, iters, window);
             }
             String lanes = lanes(ep);
             UcxRuns.quit(ep);
@@ -174,7 +177,7 @@ final class SendRecvBench implements Callable<Integer> {
         if ("json".equals(format)) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("stack", "ucx4j");
-            m.put("api", "tag");
+            m.put("api", UcxRuns.Api.parse(api).name().toLowerCase(java.util.Locale.ROOT));
             m.put("mode", r.mode());
             m.put("size", r.size());
             m.put("iters", r.iters());
@@ -188,7 +191,7 @@ final class SendRecvBench implements Callable<Integer> {
             System.out.println(new ObjectMapper().writeValueAsString(m));
             return;
         }
-        System.out.printf("ucx4j bench send-recv  mode=%s  transport=%s  progress=%s  lanes: %s%n", r.mode(),
+        System.out.printf("ucx4j bench send-recv  api=%s  mode=%s  transport=%s  progress=%s  lanes: %s%n", api, r.mode(),
                 transport, progress, res.lanes());
         System.out.printf("%10s %10s %10s %10s %10s %12s%n", "size", "iters", "p50 us", "p99 us", "mean us", "MB/s");
         System.out.printf("%10d %10d %10.3f %10.3f %10.3f %12.1f%n", r.size(), r.iters(), r.p50Us(), r.p99Us(),

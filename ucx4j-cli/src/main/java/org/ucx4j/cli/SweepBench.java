@@ -43,7 +43,9 @@ final class SweepBench implements Callable<Integer> {
             description = "ucx4j, perftest, nio")
     List<String> stacks;
 
-    @Option(names = "--api", defaultValue = "tag", description = "ucx4j API measured: tag")
+    @Option(names = "--api", defaultValue = "tag",
+            description = "ucx4j API measured: tag, am (active messages), stream, rma (get); ucx_perftest runs the "
+                    + "matching test (tag_*, ucp_am_*, stream_*, ucp_get)")
     String api;
 
     @Option(names = "--repeat", defaultValue = "3", description = "rounds; stacks rotate order, medians reported")
@@ -75,9 +77,7 @@ final class SweepBench implements Callable<Integer> {
                 throw new IllegalArgumentException("sizes up to 64 MiB, got " + s);
             }
         }
-        if (!"tag".equals(api)) {
-            throw new IllegalArgumentException("--api " + api + " is not measured yet; use tag");
-        }
+        UcxRuns.Api apiKind = UcxRuns.Api.parse(api);
         for (String m : modes) {
             if (!List.of(Measurement.LATENCY, Measurement.BANDWIDTH, Measurement.RATE).contains(m)) {
                 throw new IllegalArgumentException("unknown mode " + m);
@@ -129,7 +129,7 @@ final class SweepBench implements Callable<Integer> {
                     String mode = (String) plan.get(i)[1];
                     long size = (long) plan.get(i)[2];
                     progress(i, plan.size(), t0, stack, mode, size);
-                    Measurement m = measure(ucx, ep, nio, perftest, stack, mode, size);
+                    Measurement m = measure(apiKind, ucx, ep, nio, perftest, stack, mode, size);
                     results.computeIfAbsent(stack + "|" + mode + "|" + size, k -> new ArrayList<>()).add(m);
                 }
                 System.err.print("\r" + " ".repeat(78) + "\r");
@@ -163,13 +163,15 @@ final class SweepBench implements Callable<Integer> {
     }
 
     private String describe() {
-        return String.format(Locale.ROOT, "ucx4j %s api, caller progress, window %d; ucx_perftest %s; NIO blocking "
-                + "SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians)", api, window,
+        return String.format(Locale.ROOT, "ucx4j %s api, caller progress, window %d; ucx_perftest %s %s; NIO "
+                + "blocking SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians)", api, window,
+                PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
+                        + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),
                 "none".equals(perftestErrMode) ? "default endpoints" : "-e with UCX_POSIX_ERROR_HANDLING=y", repeat);
     }
 
-    private Measurement measure(Ucx ucx, Endpoint ep, SocketChannel nio, PerftestRuns perftest, String stack,
-            String mode, long size) throws Exception {
+    private Measurement measure(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, PerftestRuns perftest,
+            String stack, String mode, long size) throws Exception {
         long iters = iterations(mode, size);
         // the same warm-up for every stack; enough iterations for the JIT to finish with the Java ones
         boolean latency = Measurement.LATENCY.equals(mode);
@@ -177,10 +179,10 @@ final class SweepBench implements Callable<Integer> {
         return switch (stack) {
             case "ucx4j" -> {
                 if (latency) {
-                    yield UcxRuns.latency(ep, size, iters, warmup);
+                    yield UcxRuns.latency(apiKind, ep, size, iters, warmup);
                 }
-                UcxRuns.stream(ucx, ep, mode, size, warmup, window);
-                yield UcxRuns.stream(ucx, ep, mode, size, iters, window);
+                UcxRuns.stream(apiKind, ucx, ep, mode, size, warmup, window);
+                yield UcxRuns.stream(apiKind, ucx, ep, mode, size, iters, window);
             }
             case "nio" -> {
                 if (latency) {
@@ -189,7 +191,7 @@ final class SweepBench implements Callable<Integer> {
                 NioRuns.stream(nio, mode, size, warmup);
                 yield NioRuns.stream(nio, mode, size, iters);
             }
-            default -> perftest.run(mode, size, iters, warmup);
+            default -> perftest.run(apiKind, mode, size, iters, warmup);
         };
     }
 

@@ -6,17 +6,29 @@ import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import org.HdrHistogram.Histogram;
+import org.ucx4j.AmMessage;
 import org.ucx4j.Endpoint;
+import org.ucx4j.MemoryRegion;
+import org.ucx4j.RemoteKey;
 import org.ucx4j.ProgressMode;
 import org.ucx4j.Ucx;
 
 /**
- * The ucx4j side of the sweep: the client sends a command (mode, size, total, window) with tag {@link #CTRL}, the
- * server runs it. In caller progress mode both sides drive their worker themselves, as ucx_perftest does.
+ * The ucx4j side of the sweep: the client sends a command (API and mode, size, total, window) with tag
+ * {@link #CTRL}, the server runs it (for RMA it registers memory and sends the key; the client gets from it). In caller progress mode both sides drive their worker themselves, as ucx_perftest does.
  */
 final class UcxRuns {
     static final int CTRL = 100, DATA = 1, ACK = 2;
     static final long QUIT = 0, PING_PONG = 1, STREAM = 2;
+
+    /** The ucx4j API a run measures; ucx_perftest's matching tests are in {@link PerftestRuns}. */
+    enum Api {
+        TAG, AM, STREAM, RMA;
+
+        static Api parse(String s) {
+            return valueOf(s.trim().toUpperCase(java.util.Locale.ROOT));
+        }
+    }
 
     private UcxRuns() {}
 
@@ -28,35 +40,72 @@ final class UcxRuns {
             MemorySegment buf = arena.allocate(64L << 20, 4096);
             while (true) {
                 ep.recv(cmd, CTRL, Duration.ofHours(1));
-                long mode = cmd.getAtIndex(ValueLayout.JAVA_LONG, 0);
+                long word = cmd.getAtIndex(ValueLayout.JAVA_LONG, 0);
+                long mode = word & 15;
+                Api api = Api.values()[(int) (word >>> 4)];
                 long size = cmd.getAtIndex(ValueLayout.JAVA_LONG, 1);
                 long total = cmd.getAtIndex(ValueLayout.JAVA_LONG, 2);
                 int window = (int) cmd.getAtIndex(ValueLayout.JAVA_LONG, 3);
                 MemorySegment b = buf.asSlice(0, size);
                 if (mode == QUIT) {
                     return;
-                } else if (mode == PING_PONG) {
-                    for (long i = 0; i < total; i++) {
-                        ep.recv(b, DATA);
-                        ep.send(b, DATA);
-                    }
-                } else {
-                    @SuppressWarnings("unchecked")
-                    CompletableFuture<Long>[] ring = new CompletableFuture[window];
-                    long posted = 0;
-                    for (; posted < Math.min(window, total); posted++) {
-                        ring[(int) (posted % window)] = ep.recvAsync(b, DATA);
-                    }
-                    for (long done = 0; done < total; done++) {
-                        CompletableFuture<Long> f = ring[(int) (done % window)];
-                        await(ucx, f);
-                        if (posted < total) {
-                            ring[(int) (posted % window)] = ep.recvAsync(b, DATA);
-                            posted++;
+                }
+                switch (api) {
+                    case TAG -> serveTag(ucx, ep, mode, b, total, window);
+                    case AM -> {
+                        for (long i = 0; i < total; i++) {
+                            try (AmMessage m = ep.amRecv()) {
+                                if (mode == PING_PONG) {
+                                    ep.amSend(EMPTY, m.payload());
+                                }
+                            }
                         }
                     }
+                    case STREAM -> {
+                        for (long i = 0; i < total; i++) {
+                            ep.streamRecv(b);
+                            if (mode == PING_PONG) {
+                                ep.streamSend(b);
+                            }
+                        }
+                    }
+                    case RMA -> {
+                        try (MemoryRegion region = ucx.registerMemory(buf.asSlice(0, Math.max(size, 1)))) {
+                            ep.sendObject(region.packRemoteKey());
+                            ep.recv(ack, ACK, Duration.ofHours(1)); // the client is done reading
+                        }
+                        continue;
+                    }
+                }
+                if (mode != PING_PONG) {
                     ep.send(ack, ACK);
                 }
+            }
+        }
+    }
+
+    private static final MemorySegment EMPTY = MemorySegment.ofArray(new byte[0]);
+
+    private static void serveTag(Ucx ucx, Endpoint ep, long mode, MemorySegment b, long total, int window) {
+        if (mode == PING_PONG) {
+            for (long i = 0; i < total; i++) {
+                ep.recv(b, DATA);
+                ep.send(b, DATA);
+            }
+            return;
+        }
+        @SuppressWarnings("unchecked")
+        CompletableFuture<Long>[] ring = new CompletableFuture[window];
+        long posted = 0;
+        for (; posted < Math.min(window, total); posted++) {
+            ring[(int) (posted % window)] = ep.recvAsync(b, DATA);
+        }
+        for (long done = 0; done < total; done++) {
+            CompletableFuture<Long> f = ring[(int) (done % window)];
+            await(ucx, f);
+            if (posted < total) {
+                ring[(int) (posted % window)] = ep.recvAsync(b, DATA);
+                posted++;
             }
         }
     }
@@ -67,36 +116,64 @@ final class UcxRuns {
         }
     }
 
-    /** Ping-pong: one-way latency is half the round trip. */
-    static Measurement latency(Endpoint ep, long size, long iters, long warmup) {
+    /** Ping-pong: one-way latency is half the round trip. For RMA, the latency of one blocking get. */
+    static Measurement latency(Api api, Endpoint ep, long size, long iters, long warmup) {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment b = arena.allocate(Math.max(1, size), 4096).asSlice(0, size);
-            command(ep, arena, PING_PONG, size, iters + warmup, 1);
+            RemoteKey key = null;
+            if (api == Api.RMA) {
+                command(ep, arena, api, PING_PONG, size, 0, 1);
+                key = ep.unpackRemoteKey(ep.recvObject(Duration.ofMinutes(1)));
+            } else {
+                command(ep, arena, api, PING_PONG, size, iters + warmup, 1);
+            }
             for (long i = 0; i < warmup; i++) {
-                ep.send(b, DATA);
-                ep.recv(b, DATA);
+                roundTrip(api, ep, b, key);
             }
             Histogram h = new Histogram(3_600_000_000_000L, 3);
+            int div = api == Api.RMA ? 1 : 2;
             long start = System.nanoTime();
             for (long i = 0; i < iters; i++) {
                 long t0 = System.nanoTime();
-                ep.send(b, DATA);
-                ep.recv(b, DATA);
-                h.recordValue((System.nanoTime() - t0) / 2);
+                roundTrip(api, ep, b, key);
+                h.recordValue((System.nanoTime() - t0) / div);
             }
             long elapsed = System.nanoTime() - start;
-            double meanUs = elapsed / 2.0 / iters / 1e3;
+            if (key != null) {
+                key.close();
+                ep.send(arena.allocate(8), ACK);
+            }
+            double meanUs = elapsed / (double) div / iters / 1e3;
             return new Measurement("ucx4j", Measurement.LATENCY, size, iters, h.getValueAtPercentile(50) / 1e3,
                     h.getValueAtPercentile(99) / 1e3, meanUs, size / meanUs, 1e6 / meanUs);
         }
     }
 
-    /** One direction with {@code window} sends outstanding; timed until the receiver acknowledges the last. */
-    static Measurement stream(Ucx ucx, Endpoint ep, String mode, long size, long iters, int window) {
+    private static void roundTrip(Api api, Endpoint ep, MemorySegment b, RemoteKey key) {
+        switch (api) {
+            case TAG -> {
+                ep.send(b, DATA);
+                ep.recv(b, DATA);
+            }
+            case AM -> {
+                ep.amSend(EMPTY, b);
+                ep.amRecv().close();
+            }
+            case STREAM -> {
+                ep.streamSend(b);
+                ep.streamRecv(b);
+            }
+            case RMA -> ep.get(b, key, 0);
+        }
+    }
+
+    /** One direction with {@code window} operations outstanding; timed until the receiver acknowledges the last. */
+    static Measurement stream(Api api, Ucx ucx, Endpoint ep, String mode, long size, long iters, int window) {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment b = arena.allocate(Math.max(1, size), 4096).asSlice(0, size);
             MemorySegment ack = arena.allocate(8);
-            command(ep, arena, STREAM, size, iters, window);
+            command(ep, arena, api, STREAM, size, iters, window);
+            RemoteKey key = api == Api.RMA ? ep.unpackRemoteKey(ep.recvObject(Duration.ofMinutes(1))) : null;
             @SuppressWarnings("unchecked")
             CompletableFuture<Long>[] ring = new CompletableFuture[window];
             long start = System.nanoTime();
@@ -106,10 +183,27 @@ final class UcxRuns {
                 if (prev != null) {
                     await(ucx, prev);
                 }
-                ring[k] = ep.sendAsync(b, DATA);
+                ring[k] = switch (api) {
+                    case TAG -> ep.sendAsync(b, DATA);
+                    case AM -> ep.amSendAsync(EMPTY, b);
+                    case STREAM -> ep.streamSendAsync(b);
+                    case RMA -> ep.getAsync(b, key, 0);
+                };
             }
-            ep.recv(ack, ACK, Duration.ofMinutes(5));
+            if (api == Api.RMA) {
+                for (CompletableFuture<Long> f : ring) {
+                    if (f != null) {
+                        await(ucx, f);
+                    }
+                }
+            } else {
+                ep.recv(ack, ACK, Duration.ofMinutes(5));
+            }
             long elapsed = System.nanoTime() - start;
+            if (key != null) {
+                key.close();
+                ep.send(ack, ACK);
+            }
             double perMsgUs = elapsed / 1e3 / iters;
             return new Measurement("ucx4j", mode, size, iters, Double.NaN, Double.NaN, perMsgUs,
                     size * (double) iters / elapsed * 1e3, iters / (elapsed / 1e9));
@@ -129,9 +223,9 @@ final class UcxRuns {
         f.join();
     }
 
-    private static void command(Endpoint ep, Arena arena, long mode, long size, long total, int window) {
+    private static void command(Endpoint ep, Arena arena, Api api, long mode, long size, long total, int window) {
         MemorySegment cmd = arena.allocate(32);
-        cmd.setAtIndex(ValueLayout.JAVA_LONG, 0, mode);
+        cmd.setAtIndex(ValueLayout.JAVA_LONG, 0, ((long) api.ordinal() << 4) | mode);
         cmd.setAtIndex(ValueLayout.JAVA_LONG, 1, size);
         cmd.setAtIndex(ValueLayout.JAVA_LONG, 2, total);
         cmd.setAtIndex(ValueLayout.JAVA_LONG, 3, window);
