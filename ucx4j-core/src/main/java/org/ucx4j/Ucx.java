@@ -50,6 +50,8 @@ public final class Ucx implements AutoCloseable {
     private final Set<Endpoint> endpoints = ConcurrentHashMap.newKeySet();
     private final Set<Listener> listeners = ConcurrentHashMap.newKeySet();
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** The default pooled host allocator when the options name none; emptied at close. */
+    private PooledAllocator ownPool;
 
     private Ucx(UcxOptions options) {
         this.options = options;
@@ -57,7 +59,7 @@ public final class Ucx implements AutoCloseable {
         Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
         this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
                 options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos(),
-                options.allocator(MemoryType.HOST), options.maxFrames(), options.maxMessageBytes()));
+                hostAllocator(options), options.maxFrames(), options.maxMessageBytes()));
     }
 
     /** Opens UCX with ucx4j's defaults. */
@@ -514,6 +516,18 @@ public final class Ucx implements AutoCloseable {
             }
         }
         engine.shutdown(TimeUnit.SECONDS.toNanos(10));
+        if (ownPool != null) {
+            ownPool.close();
+        }
+    }
+
+    private MemoryAllocator hostAllocator(UcxOptions o) {
+        MemoryAllocator a = o.allocator(MemoryType.HOST);
+        if (a != null) {
+            return a;
+        }
+        ownPool = new PooledAllocator(64L << 20);
+        return ownPool;
     }
 
     void checkOpen() {

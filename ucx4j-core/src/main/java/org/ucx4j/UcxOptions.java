@@ -22,8 +22,7 @@ public final class UcxOptions implements Cloneable {
     private Duration closeTimeout = Duration.ofSeconds(1);
     private String name = "ucx4j";
     private byte[] secret;
-    private java.util.Map<MemoryType, MemoryAllocator> allocators = java.util.Map.of(MemoryType.HOST,
-            MemoryAllocator.malloc());
+    private java.util.Map<MemoryType, MemoryAllocator> allocators = java.util.Map.of();
     private int maxFrames = 256;
     private long maxMessageBytes = 1L << 31;
     private boolean checkedMessages;
@@ -113,19 +112,21 @@ public final class UcxOptions implements Cloneable {
 
     /**
      * The allocator receiver-allocated messages of {@code type} land in (active messages, frames, objects). Host
-     * memory defaults to malloc; other memory types are slots for device allocators (CUDA comes later).
+     * memory defaults to a {@link PooledAllocator} per {@link Ucx} instance (64 MiB cache); other memory types are
+     * slots for device allocators (CUDA comes later).
      */
     public UcxOptions withAllocator(MemoryType type, MemoryAllocator allocator) {
         Objects.requireNonNull(type, "type");
         Objects.requireNonNull(allocator, "allocator");
-        java.util.Map<MemoryType, MemoryAllocator> m = new java.util.EnumMap<>(allocators);
+        java.util.Map<MemoryType, MemoryAllocator> m = new java.util.EnumMap<>(MemoryType.class);
+        m.putAll(allocators);
         m.put(type, allocator);
         UcxOptions o = copy();
         o.allocators = java.util.Collections.unmodifiableMap(m);
         return o;
     }
 
-    /** The allocator for {@code type}, or null if none is registered. */
+    /** The allocator registered for {@code type}, or null (for host memory: ucx4j's pooled default). */
     public MemoryAllocator allocator(MemoryType type) {
         return allocators.get(type);
     }

@@ -476,12 +476,30 @@ public final class Engine {
      */
     public SafeFuture<AmData> amTake(EndpointCore ep, byte kind) {
         SafeFuture<AmData> f = new SafeFuture<>(executor);
-        executeFor(f, () -> {
-            Inbox in = ep == null ? rawInbox : ep.inboxes[kind];
-            in.take(f, ep == null ? null : ep.unusable(kind == AmWire.PLAIN ? "active message receive"
-                    : kind == AmWire.FRAMES ? "frames receive" : "object receive"));
-        });
+        if (Thread.currentThread() == owner) {
+            takeNow(f, ep, kind);
+            return f;
+        }
+        Op op = new Op(this);
+        op.kind = Op.TASK;
+        op.what = kind == AmWire.PLAIN ? "active message receive" : kind == AmWire.FRAMES ? "frames receive"
+                : "object receive";
+        op.task = () -> takeNow(f, ep, kind);
+        submit(op);
+        if (op.done && op.error != null) { // the worker is closed
+            f.completeExceptionally(op.error);
+        }
         return f;
+    }
+
+    private void takeNow(SafeFuture<AmData> f, EndpointCore ep, byte kind) {
+        if (stopRequested) {
+            f.completeExceptionally(closedError("receive"));
+            return;
+        }
+        Inbox in = ep == null ? rawInbox : ep.inboxes[kind];
+        in.take(f, ep == null ? null : ep.unusable(kind == AmWire.PLAIN ? "active message receive"
+                : kind == AmWire.FRAMES ? "frames receive" : "object receive"));
     }
 
     /**
@@ -1136,7 +1154,7 @@ public final class Engine {
     static void onSend(long request, int status, long userData) {
         try {
             Engine e = REGISTRY[(int) (userData >>> 32)];
-            e.completeSlot((int) userData, request, status, -1, 0);
+            e.completeSlot((int) userData, request, Ucp.status(status), -1, 0);
         } catch (Throwable t) {
             LOG.error("ucx4j send callback failed", t);
         }
@@ -1146,6 +1164,7 @@ public final class Engine {
         try {
             Engine e = REGISTRY[(int) (userData >>> 32)];
             long len = 0, tag = 0;
+            status = Ucp.status(status);
             if (status == Status.OK && info != 0) {
                 MemorySegment i = NativeAccess.view(info, UCP_TAG_RECV_INFO.byteSize());
                 len = i.get(JAVA_LONG, TRI_LENGTH);
@@ -1160,7 +1179,7 @@ public final class Engine {
     static void onStreamRecv(long request, int status, long length, long userData) {
         try {
             Engine e = REGISTRY[(int) (userData >>> 32)];
-            e.completeSlot((int) userData, request, status, length, 0);
+            e.completeSlot((int) userData, request, Ucp.status(status), length, 0);
         } catch (Throwable t) {
             LOG.error("ucx4j stream callback failed", t);
         }
@@ -1184,7 +1203,8 @@ public final class Engine {
             Engine e = REGISTRY[(int) (arg >>> 32)];
             EndpointCore c = e.eps[(int) arg];
             if (c != null && c.handle == ep) {
-                e.deferred.add(() -> e.failEndpoint(c, status, "UCX reported an endpoint error"));
+                int st = Ucp.status(status);
+                e.deferred.add(() -> e.failEndpoint(c, st, "UCX reported an endpoint error"));
             }
         } catch (Throwable t) {
             LOG.error("ucx4j endpoint error callback failed", t);
@@ -1758,9 +1778,13 @@ public final class Engine {
             }
             memhs.clear();
             Ucp.cleanup(context);
+            UcxException closed = new CanceledException("receive canceled: the UCX worker was closed ("
+                    + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED);
+            rawInbox.failWaiters(closed);
             rawInbox.clear();
             for (EndpointCore c : byConnId.values()) {
                 for (Inbox in : c.inboxes) {
+                    in.failWaiters(closed);
                     in.clear();
                 }
             }

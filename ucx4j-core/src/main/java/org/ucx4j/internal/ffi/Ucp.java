@@ -170,6 +170,14 @@ public final class Ucp {
         return new IllegalStateException(t);
     }
 
+    /**
+     * A {@code ucs_status_t} as returned or passed by UCX: the enum is packed into one byte, so only the low 8 bits
+     * of the register are defined; sign-extend them.
+     */
+    public static int status(int raw) {
+        return (byte) raw;
+    }
+
     /** {major, minor, release} of the loaded libucp. */
     public static int[] version() {
         try (Arena a = Arena.ofConfined()) {
@@ -182,11 +190,11 @@ public final class Ucp {
     }
 
     public static int configRead(long envPrefix, long fileName, long configOut) {
-        try { return (int) Holder.CONFIG_READ.invokeExact(envPrefix, fileName, configOut); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.CONFIG_READ.invokeExact(envPrefix, fileName, configOut)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int configModify(long config, long name, long value) {
-        try { return (int) Holder.CONFIG_MODIFY.invokeExact(config, name, value); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.CONFIG_MODIFY.invokeExact(config, name, value)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static void configRelease(long config) {
@@ -199,8 +207,8 @@ public final class Ucp {
 
     public static int initVersion(long params, long config, long contextOut) {
         try {
-            return (int) Holder.INIT_VERSION.invokeExact(Structs.UCP_API_MAJOR, Structs.UCP_API_MINOR, params, config,
-                    contextOut);
+            return status((int) Holder.INIT_VERSION.invokeExact(Structs.UCP_API_MAJOR, Structs.UCP_API_MINOR, params, config,
+                    contextOut));
         } catch (Throwable t) { throw rethrow(t); }
     }
 
@@ -213,7 +221,7 @@ public final class Ucp {
     }
 
     public static int workerCreate(long context, long params, long workerOut) {
-        try { return (int) Holder.WORKER_CREATE.invokeExact(context, params, workerOut); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.WORKER_CREATE.invokeExact(context, params, workerOut)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static void workerDestroy(long worker) {
@@ -229,22 +237,22 @@ public final class Ucp {
     }
 
     public static int workerGetEfd(long worker, long fdOut) {
-        try { return (int) Holder.WORKER_GET_EFD.invokeExact(worker, fdOut); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.WORKER_GET_EFD.invokeExact(worker, fdOut)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int workerArm(long worker) {
-        try { return (int) Holder.WORKER_ARM.invokeExact(worker); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.WORKER_ARM.invokeExact(worker)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int workerSignal(long worker) {
-        try { return (int) Holder.WORKER_SIGNAL.invokeExact(worker); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.WORKER_SIGNAL.invokeExact(worker)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     /** This worker's address bytes ({@code ucp_worker_get_address}, copied and released). */
     public static byte[] workerAddress(long worker) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG, 2);
-            int st = (int) Holder.WORKER_GET_ADDRESS.invokeExact(worker, out.address(), out.address() + 8);
+            int st = status((int) Holder.WORKER_GET_ADDRESS.invokeExact(worker, out.address(), out.address() + 8));
             if (st != Status.OK) {
                 throw new IllegalStateException("ucp_worker_get_address failed: " + statusString(st));
             }
@@ -259,7 +267,7 @@ public final class Ucp {
     }
 
     public static int epCreate(long worker, long params, long epOut) {
-        try { return (int) Holder.EP_CREATE.invokeExact(worker, params, epOut); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.EP_CREATE.invokeExact(worker, params, epOut)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static long epCloseNbx(long ep, long param) {
@@ -291,7 +299,7 @@ public final class Ucp {
     }
 
     public static int setAmRecvHandler(long worker, long param) {
-        try { return (int) Holder.SET_AM_RECV_HANDLER.invokeExact(worker, param); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.SET_AM_RECV_HANDLER.invokeExact(worker, param)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static long amSendNbx(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
@@ -303,15 +311,15 @@ public final class Ucp {
     }
 
     public static int memMap(long context, long params, long memhOut) {
-        try { return (int) Holder.MEM_MAP.invokeExact(context, params, memhOut); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.MEM_MAP.invokeExact(context, params, memhOut)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int memUnmap(long context, long memh) {
-        try { return (int) Holder.MEM_UNMAP.invokeExact(context, memh); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.MEM_UNMAP.invokeExact(context, memh)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int rkeyPack(long context, long memh, long bufferOut, long sizeOut) {
-        try { return (int) Holder.RKEY_PACK.invokeExact(context, memh, bufferOut, sizeOut); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.RKEY_PACK.invokeExact(context, memh, bufferOut, sizeOut)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static void rkeyBufferRelease(long buffer) {
@@ -319,7 +327,7 @@ public final class Ucp {
     }
 
     public static int epRkeyUnpack(long ep, long buffer, long rkeyOut) {
-        try { return (int) Holder.EP_RKEY_UNPACK.invokeExact(ep, buffer, rkeyOut); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.EP_RKEY_UNPACK.invokeExact(ep, buffer, rkeyOut)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static void rkeyDestroy(long rkey) {
@@ -335,7 +343,7 @@ public final class Ucp {
     }
 
     public static int workerFence(long worker) {
-        try { return (int) Holder.WORKER_FENCE.invokeExact(worker); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.WORKER_FENCE.invokeExact(worker)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static long workerFlushNbx(long worker, long param) {
@@ -361,11 +369,11 @@ public final class Ucp {
 
     /** Status of a tag receive plus, once complete, its length and sender tag in {@code info}. */
     public static int tagRecvRequestTest(long request, long info) {
-        try { return (int) Holder.TAG_RECV_REQUEST_TEST.invokeExact(request, info); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.TAG_RECV_REQUEST_TEST.invokeExact(request, info)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int requestCheckStatus(long request) {
-        try { return (int) Holder.REQUEST_CHECK_STATUS.invokeExact(request); } catch (Throwable t) { throw rethrow(t); }
+        try { return status((int) Holder.REQUEST_CHECK_STATUS.invokeExact(request)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     static String statusString(int status) {
