@@ -526,7 +526,7 @@ public final class Ucx implements AutoCloseable {
         if (a != null) {
             return a;
         }
-        ownPool = new PooledAllocator(64L << 20);
+        ownPool = new PooledAllocator(256L << 20);
         return ownPool;
     }
 

@@ -112,7 +112,7 @@ public final class UcxOptions implements Cloneable {
 
     /**
      * The allocator receiver-allocated messages of {@code type} land in (active messages, frames, objects). Host
-     * memory defaults to a {@link PooledAllocator} per {@link Ucx} instance (64 MiB cache); other memory types are
+     * memory defaults to a {@link PooledAllocator} per {@link Ucx} instance (256 MiB cache); other memory types are
      * slots for device allocators (CUDA comes later).
      */
     public UcxOptions withAllocator(MemoryType type, MemoryAllocator allocator) {
