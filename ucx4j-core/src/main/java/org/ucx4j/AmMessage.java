@@ -1,6 +1,5 @@
 package org.ucx4j;
 
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import org.ucx4j.internal.engine.AmData;
 
@@ -14,15 +13,12 @@ import org.ucx4j.internal.engine.AmData;
 public final class AmMessage implements AutoCloseable {
     private final AmData data;
     private final Endpoint endpoint;
-    private final Arena scope;
-    private final MemorySegment payload;
+    private final ReceivedMemory memory;
 
     AmMessage(AmData data, Endpoint endpoint, boolean checked) {
         this.data = data;
         this.endpoint = endpoint;
-        this.scope = checked ? Arena.ofShared() : null;
-        this.payload = checked ? org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free)
-                : data.payload();
+        this.memory = new ReceivedMemory(data, checked);
     }
 
     /** The sender's header (read-only). */
@@ -37,10 +33,8 @@ public final class AmMessage implements AutoCloseable {
 
     /** The payload, valid until {@link #close()}. */
     public MemorySegment payload() {
-        if (data.isFreed()) {
-            throw new IllegalStateException("message is closed: its payload memory was given back");
-        }
-        return payload;
+        memory.checkOpen("message is");
+        return memory.payload;
     }
 
     /** A copy of the payload. */
@@ -60,15 +54,7 @@ public final class AmMessage implements AutoCloseable {
     /** Gives the payload memory back. Idempotent. */
     @Override
     public void close() {
-        if (scope == null) {
-            data.free();
-        } else if (scope.scope().isAlive()) {
-            try {
-                scope.close();
-            } catch (IllegalStateException alreadyClosed) {
-                // closed concurrently
-            }
-        }
+        memory.close();
     }
 
     @Override

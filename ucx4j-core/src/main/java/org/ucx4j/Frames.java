@@ -1,6 +1,5 @@
 package org.ucx4j;
 
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -14,16 +13,13 @@ import org.ucx4j.internal.engine.AmWire;
  * for {@link UcxOptions#withCheckedMessages}, which makes a late access fail cleanly).
  */
 public final class Frames implements AutoCloseable {
-    private final AmData data;
-    private final Arena scope;
+    private final ReceivedMemory memory;
     private final List<MemorySegment> frames;
     private final long totalBytes;
 
     Frames(AmData data, boolean checked) {
-        this.data = data;
-        this.scope = checked ? Arena.ofShared() : null;
-        MemorySegment all = checked ? org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free)
-                : data.payload();
+        this.memory = new ReceivedMemory(data, checked);
+        MemorySegment all = memory.payload;
         long[] sizes = AmWire.frameSizes(data.header());
         List<MemorySegment> list = new ArrayList<>(sizes.length);
         long at = 0;
@@ -52,9 +48,7 @@ public final class Frames implements AutoCloseable {
     }
 
     private void checkOpen() {
-        if (data.isFreed()) {
-            throw new IllegalStateException("frames are closed: their memory was given back");
-        }
+        memory.checkOpen("frames are");
     }
 
     public long totalBytes() {
@@ -64,15 +58,7 @@ public final class Frames implements AutoCloseable {
     /** Gives the memory back. Idempotent. */
     @Override
     public void close() {
-        if (scope == null) {
-            data.free();
-        } else if (scope.scope().isAlive()) {
-            try {
-                scope.close();
-            } catch (IllegalStateException alreadyClosed) {
-                // closed concurrently
-            }
-        }
+        memory.close();
     }
 
     @Override

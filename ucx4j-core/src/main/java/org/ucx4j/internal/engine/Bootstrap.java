@@ -38,10 +38,7 @@ public final class Bootstrap {
             long deadline = System.nanoTime() + timeoutNanos;
             Socket s = new Socket();
             EndpointCore c = null;
-            Jfr.ConnectEvent ev = Jfr.AVAILABLE ? new Jfr.ConnectEvent() : null;
-            if (ev != null) {
-                ev.begin();
-            }
+            Jfr.ConnectEvent ev = Jfr.beginConnect();
             try {
                 s.setTcpNoDelay(true);
                 s.setKeepAlive(true);
@@ -102,10 +99,7 @@ public final class Bootstrap {
         String peer = remote.getHostString() + ":" + remote.getPort();
         long timeout = engine.handshakeTimeoutNanos;
         EndpointCore c = null;
-        Jfr.ConnectEvent ev = Jfr.AVAILABLE ? new Jfr.ConnectEvent() : null;
-        if (ev != null) {
-            ev.begin();
-        }
+        Jfr.ConnectEvent ev = Jfr.beginConnect();
         try {
             s.setTcpNoDelay(true);
             s.setKeepAlive(true);

@@ -64,6 +64,16 @@ final class Jfr {
         return null;
     }
 
+    /** A connect or accept started: its event, or null when JFR is compiled out. */
+    static ConnectEvent beginConnect() {
+        if (!AVAILABLE) {
+            return null;
+        }
+        ConnectEvent e = new ConnectEvent();
+        e.begin();
+        return e;
+    }
+
     static void end(TransferEvent e, String operation, long bytes, long tag, EndpointCore ep, String status) {
         e.end();
         if (e.shouldCommit()) {
