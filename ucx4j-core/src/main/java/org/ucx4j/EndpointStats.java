@@ -6,7 +6,7 @@ package org.ucx4j;
  * to "learn bandwidth between peers". Bandwidth figures are NaN until such a transfer completed.
  */
 public record EndpointStats(String peer, long bytesSent, long bytesReceived, long messagesSent, long messagesReceived,
-        long largeTransfers, double p25MBps, double p50MBps, double p75MBps) {
+        long largeTransfers, double p25MBps, double p50MBps, double p75MBps) implements java.io.Serializable {
 
     /** Like the seed's per-peer table: {@code 25% 50% 75% (total bytes)}. */
     public String summary() {

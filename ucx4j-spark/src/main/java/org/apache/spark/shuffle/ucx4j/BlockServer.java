@@ -1,0 +1,107 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.StandardOpenOption;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.spark.network.buffer.FileSegmentManagedBuffer;
+import org.apache.spark.network.buffer.ManagedBuffer;
+import org.apache.spark.shuffle.ShuffleBlockResolver;
+import org.apache.spark.storage.BlockId;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.ucx4j.AmMessage;
+import org.ucx4j.ConnectionHandler;
+import org.ucx4j.Endpoint;
+import org.ucx4j.UcxException;
+
+import scala.Option;
+
+/**
+ * Serves this executor's shuffle blocks to reducers: one virtual thread per connected reducer reads fetch requests
+ * and answers each block with an active message whose payload is a read-only mapping of the shuffle file region, so
+ * blocks never pass through the heap and large ones go by UCX rendezvous straight from the page cache. The mappings
+ * of one request live in one arena that is closed once every send of that request completed.
+ */
+final class BlockServer implements ConnectionHandler {
+    private static final Logger LOG = LoggerFactory.getLogger(BlockServer.class);
+    private static final MemorySegment EMPTY = MemorySegment.ofArray(new byte[0]);
+
+    private final ShuffleBlockResolver resolver;
+    private final Set<Endpoint> clients = ConcurrentHashMap.newKeySet();
+
+    BlockServer(ShuffleBlockResolver resolver) {
+        this.resolver = resolver;
+    }
+
+    Set<Endpoint> clients() {
+        return clients;
+    }
+
+    @Override
+    public void onConnection(Endpoint ep) {
+        clients.add(ep);
+        ep.onClose(cause -> clients.remove(ep));
+        try {
+            while (true) {
+                try (AmMessage m = ep.amRecv()) {
+                    Wire.Header h = Wire.Header.parse(m.headerBytes());
+                    if (h.kind() != Wire.FETCH) {
+                        throw new IOException("expected a fetch request, got message kind " + h.kind());
+                    }
+                    String[] ids = new String(m.payloadBytes(), StandardCharsets.UTF_8).split("\n", -1);
+                    if (ids.length != h.index()) {
+                        throw new IOException("fetch request names " + ids.length + " blocks, header says "
+                                + h.index());
+                    }
+                    serve(ep, h.requestId(), ids);
+                }
+            }
+        } catch (UcxException peerGone) {
+            LOG.debug("ucx4j shuffle: reducer {} left: {}", ep, peerGone.getMessage());
+        } catch (IOException | RuntimeException e) {
+            LOG.warn("ucx4j shuffle: dropping connection {}: {}", ep, e.toString());
+            ep.abort();
+        }
+    }
+
+    private void serve(Endpoint ep, long requestId, String[] ids) {
+        Arena arena = Arena.ofShared();
+        CompletableFuture<?>[] sends = new CompletableFuture<?>[ids.length];
+        for (int i = 0; i < ids.length; i++) {
+            MemorySegment data;
+            try {
+                data = map(resolver.getBlockData(BlockId.apply(ids[i]), Option.empty()), arena);
+            } catch (Exception e) {
+                LOG.warn("ucx4j shuffle: cannot serve block {}: {}", ids[i], e.toString());
+                byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
+                sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, i)),
+                        MemorySegment.ofArray(why));
+                continue;
+            }
+            sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, i)), data);
+        }
+        CompletableFuture.allOf(sends).whenComplete((v, t) -> arena.close());
+    }
+
+    /** The block's bytes without copying them into the heap: a mapping of its file region where there is one. */
+    private static MemorySegment map(ManagedBuffer block, Arena arena) throws IOException {
+        if (block.size() == 0) {
+            return EMPTY;
+        }
+        if (block instanceof FileSegmentManagedBuffer f) {
+            try (FileChannel ch = FileChannel.open(f.getFile().toPath(), StandardOpenOption.READ)) {
+                return ch.map(FileChannel.MapMode.READ_ONLY, f.getOffset(), f.getLength(), arena);
+            }
+        }
+        MemorySegment copy = arena.allocate(block.size());
+        copy.copyFrom(MemorySegment.ofBuffer(block.nioByteBuffer()));
+        return copy;
+    }
+}

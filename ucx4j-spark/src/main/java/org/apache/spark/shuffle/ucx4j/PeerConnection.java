@@ -1,0 +1,201 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.BitSet;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
+
+import org.apache.spark.network.shuffle.BlockFetchingListener;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.ucx4j.AmMessage;
+import org.ucx4j.Endpoint;
+import org.ucx4j.UcxTimeoutException;
+
+/**
+ * One reducer-side connection to one executor's block server, shared by all tasks of this executor. Requests are
+ * pipelined; a virtual thread receives the answers and hands each block to its request's listener as it lands.
+ * When the connection fails (the peer died: UCX reports it within seconds) or a request sees no data for
+ * {@code spark.network.timeout}, every block still outstanding is failed, which Spark turns into a
+ * {@code FetchFailedException} and a map-stage retry.
+ */
+final class PeerConnection {
+    private static final Logger LOG = LoggerFactory.getLogger(PeerConnection.class);
+    private static final Duration TICK = Duration.ofSeconds(1);
+
+    private final UcxDriverEndpoint.Address peer;
+    private final Endpoint ep;
+    private final long timeoutNanos;
+    private final Consumer<PeerConnection> onFailure;
+    private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
+    private volatile Throwable failure;
+
+    PeerConnection(UcxDriverEndpoint.Address peer, Endpoint ep, Duration timeout, Consumer<PeerConnection> onFailure) {
+        this.peer = peer;
+        this.ep = ep;
+        this.timeoutNanos = timeout.toNanos();
+        this.onFailure = onFailure;
+        Thread.ofVirtual().name("ucx4j-shuffle-recv-" + peer.executorId()).start(this::receiveLoop);
+    }
+
+    Endpoint endpoint() {
+        return ep;
+    }
+
+    UcxDriverEndpoint.Address peer() {
+        return peer;
+    }
+
+    boolean isUsable() {
+        return failure == null && ep.isAlive();
+    }
+
+    /** Asks for {@code blockIds}; the listener hears about each block exactly once. Never blocks. */
+    void fetch(long requestId, String[] blockIds, BlockFetchingListener listener) {
+        Pending p = new Pending(blockIds, listener);
+        pending.put(requestId, p);
+        Throwable failed = failure;
+        if (failed != null) {
+            fail(requestId, failed);
+            return;
+        }
+        byte[] names = String.join("\n", blockIds).getBytes(StandardCharsets.UTF_8);
+        ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.FETCH, requestId, blockIds.length)),
+                MemorySegment.ofArray(names)).whenComplete((v, t) -> {
+                    if (t != null) {
+                        fail(requestId, t);
+                    }
+                });
+    }
+
+    private void receiveLoop() {
+        try {
+            while (true) {
+                AmMessage m;
+                try {
+                    m = ep.amRecv(TICK);
+                } catch (UcxTimeoutException tick) {
+                    expireStalled();
+                    continue;
+                }
+                deliver(m);
+            }
+        } catch (Throwable t) {
+            failure = t;
+            if (!pending.isEmpty() || !(t instanceof org.ucx4j.EndpointClosedException)) {
+                LOG.warn("ucx4j shuffle: connection to {} failed: {}", describe(), t.toString());
+            }
+            onFailure.accept(this);
+            for (Long id : pending.keySet()) {
+                fail(id, t);
+            }
+            ep.abort();
+        }
+    }
+
+    private void deliver(AmMessage m) throws IOException {
+        Wire.Header h;
+        try {
+            h = Wire.Header.parse(m.headerBytes());
+        } catch (RuntimeException e) {
+            m.close();
+            throw new IOException("ucx4j shuffle: malformed answer from " + describe(), e);
+        }
+        Pending p = pending.get(h.requestId());
+        if (p == null || h.index() < 0 || h.index() >= p.blockIds.length) {
+            m.close(); // an answer to a request already failed (timeout) or one we never made: drop it
+            return;
+        }
+        p.lastActivity = System.nanoTime();
+        String blockId = p.blockIds[h.index()];
+        if (!p.claim(h.index())) {
+            m.close();
+        } else if (h.kind() == Wire.BLOCK) {
+            UcxManagedBuffer buf = new UcxManagedBuffer(m);
+            try {
+                p.listener.onBlockFetchSuccess(blockId, buf);
+            } finally {
+                buf.release(); // the listener retained it if it keeps it
+            }
+        } else {
+            String why = new String(m.payloadBytes(), StandardCharsets.UTF_8);
+            m.close();
+            p.listener.onBlockFetchFailure(blockId,
+                    new IOException("ucx4j shuffle: " + describe() + " could not serve " + blockId + ": " + why));
+        }
+        if (p.isDone()) {
+            pending.remove(h.requestId(), p);
+        }
+    }
+
+    private void expireStalled() {
+        long now = System.nanoTime();
+        for (Map.Entry<Long, Pending> e : pending.entrySet()) {
+            if (now - e.getValue().lastActivity > timeoutNanos) {
+                fail(e.getKey(), new IOException("ucx4j shuffle: no data from " + describe() + " for "
+                        + Duration.ofNanos(timeoutNanos).toSeconds() + " s (spark.network.timeout)"));
+            }
+        }
+    }
+
+    /** Fails every block of the request that has not been delivered yet. */
+    private void fail(long requestId, Throwable cause) {
+        Pending p = pending.remove(requestId);
+        if (p == null) {
+            return;
+        }
+        IOException e = cause instanceof IOException io ? io
+                : new IOException("ucx4j shuffle: fetch from " + describe() + " failed: " + cause.getMessage(), cause);
+        for (int i = 0; i < p.blockIds.length; i++) {
+            if (p.claim(i)) {
+                p.listener.onBlockFetchFailure(p.blockIds[i], e);
+            }
+        }
+    }
+
+    void close() {
+        ep.close(Duration.ofSeconds(2));
+    }
+
+    String describe() {
+        return "executor " + peer.executorId() + " (" + peer.host() + ":" + peer.port() + ")";
+    }
+
+    @Override
+    public String toString() {
+        return "PeerConnection[" + describe() + (failure == null ? "" : ", failed: " + failure) + "]";
+    }
+
+    /** One fetch request: which blocks were answered (success or failure), each exactly once. */
+    private static final class Pending {
+        final String[] blockIds;
+        final BlockFetchingListener listener;
+        final BitSet answered;
+        volatile long lastActivity = System.nanoTime();
+        private int left;
+
+        Pending(String[] blockIds, BlockFetchingListener listener) {
+            this.blockIds = blockIds;
+            this.listener = listener;
+            this.answered = new BitSet(blockIds.length);
+            this.left = blockIds.length;
+        }
+
+        synchronized boolean claim(int i) {
+            if (answered.get(i)) {
+                return false;
+            }
+            answered.set(i);
+            left--;
+            return true;
+        }
+
+        synchronized boolean isDone() {
+            return left == 0;
+        }
+    }
+}

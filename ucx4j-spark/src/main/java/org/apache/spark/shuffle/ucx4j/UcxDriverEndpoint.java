@@ -1,0 +1,76 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import java.io.Serializable;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.spark.rpc.RpcCallContext;
+import org.apache.spark.rpc.RpcEnv;
+import org.apache.spark.rpc.ThreadSafeRpcEndpoint;
+
+import scala.PartialFunction;
+import scala.runtime.AbstractPartialFunction;
+import scala.runtime.BoxedUnit;
+
+/**
+ * The driver's directory of executors' ucx4j block servers: an executor registers its listener's host and port when
+ * its shuffle transport starts, and a reducer asks for the address of the executor whose blocks it needs.
+ */
+final class UcxDriverEndpoint implements ThreadSafeRpcEndpoint {
+
+    static final String NAME = "ucx4j-shuffle";
+
+    /** An executor's block server. */
+    record Address(String executorId, String host, int port) implements Serializable {
+    }
+
+    /** Executor to driver: my block server listens here. Reply: {@code Boolean.TRUE}. */
+    record Register(Address address) implements Serializable {
+    }
+
+    /** Reducer to driver: where does this executor serve blocks? Reply: an {@link Address}, or {@code Boolean.FALSE}. */
+    record Lookup(String executorId) implements Serializable {
+    }
+
+    private final RpcEnv rpcEnv;
+    private final Map<String, Address> addresses = new ConcurrentHashMap<>();
+
+    UcxDriverEndpoint(RpcEnv rpcEnv) {
+        this.rpcEnv = rpcEnv;
+    }
+
+    @Override
+    public RpcEnv rpcEnv() {
+        return rpcEnv;
+    }
+
+    @Override
+    public PartialFunction<Object, BoxedUnit> receiveAndReply(RpcCallContext context) {
+        return new AbstractPartialFunction<>() {
+            @Override
+            public boolean isDefinedAt(Object message) {
+                return message instanceof Register || message instanceof Lookup;
+            }
+
+            @Override
+            public <A1, B1> B1 applyOrElse(A1 message, scala.Function1<A1, B1> otherwise) {
+                switch (message) {
+                    case Register r -> {
+                        addresses.put(r.address().executorId(), r.address());
+                        context.reply(Boolean.TRUE);
+                    }
+                    case Lookup l -> {
+                        Address a = addresses.get(l.executorId());
+                        context.reply(a == null ? Boolean.FALSE : a);
+                    }
+                    default -> {
+                        return otherwise.apply(message);
+                    }
+                }
+                @SuppressWarnings("unchecked")
+                B1 unit = (B1) BoxedUnit.UNIT;
+                return unit;
+            }
+        };
+    }
+}

@@ -1,0 +1,72 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import java.time.Duration;
+import java.util.Locale;
+
+import org.apache.spark.SparkConf;
+import org.ucx4j.ProgressMode;
+import org.ucx4j.Ucx;
+import org.ucx4j.UcxOptions;
+
+import scala.Tuple2;
+
+/** The plug-in's settings, all under {@code spark.ucx4j.}; documented in the README. */
+final class UcxShuffleConf {
+    static final String PREFIX = "spark.ucx4j.";
+    static final String FALLBACK = PREFIX + "fallback";
+    static final String PORT = PREFIX + "port";
+    static final String BIND_ADDRESS = PREFIX + "bindAddress";
+    static final String CONNECT_TIMEOUT = PREFIX + "connectTimeout";
+    static final String PROGRESS_MODE = PREFIX + "progressMode";
+    static final String UCX_PREFIX = PREFIX + "ucx.";
+
+    private final SparkConf conf;
+
+    UcxShuffleConf(SparkConf conf) {
+        this.conf = conf;
+    }
+
+    /** Use Spark's built-in shuffle, with a warning, where ucx4j cannot run (instead of failing the application). */
+    boolean fallback() {
+        return conf.getBoolean(FALLBACK, false);
+    }
+
+    int port() {
+        return conf.getInt(PORT, 0);
+    }
+
+    String bindAddress() {
+        return conf.get(BIND_ADDRESS, null);
+    }
+
+    Duration connectTimeout() {
+        return Duration.ofMillis(conf.getTimeAsMs(CONNECT_TIMEOUT, "10s"));
+    }
+
+    /** A request that sees no data for this long fails (Spark's own idle timeout for shuffle connections). */
+    Duration networkTimeout() {
+        return Duration.ofSeconds(conf.getTimeAsSeconds("spark.network.timeout", "120s"));
+    }
+
+    UcxOptions ucxOptions() {
+        UcxOptions o = UcxOptions.defaults()
+                .withProgressMode(ProgressMode.valueOf(conf.get(PROGRESS_MODE, "backoff").toUpperCase(Locale.ROOT)))
+                .withConnectTimeout(connectTimeout());
+        for (Tuple2<String, String> kv : conf.getAllWithPrefix(UCX_PREFIX)) {
+            o = o.with(kv._1(), kv._2());
+        }
+        return o;
+    }
+
+    /** Why ucx4j must not carry this application's shuffle, or null when it can. */
+    String refusal() {
+        if (conf.getBoolean("spark.network.crypto.enabled", false)) {
+            return "spark.network.crypto.enabled is on, but UCX does not encrypt: ucx4j will not carry shuffle data"
+                    + " in the clear";
+        }
+        if (!Ucx.isAvailable()) {
+            return "UCX is not available: " + Ucx.unavailabilityCause();
+        }
+        return null;
+    }
+}

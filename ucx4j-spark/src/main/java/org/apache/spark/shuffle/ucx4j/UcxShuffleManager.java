@@ -1,0 +1,126 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
+import org.apache.spark.shuffle.sort.SortShuffleManager$;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Spark's sort shuffle with ucx4j as the network: map output is written exactly as
+ * {@code spark.shuffle.manager=sort} writes it, and reducers fetch remote blocks over UCX (shared memory, TCP,
+ * InfiniBand/RoCE — whatever UCX picks) instead of Netty. Enable with
+ * {@code spark.shuffle.manager=org.apache.spark.shuffle.ucx4j.UcxShuffleManager}.
+ *
+ * <p>Each executor opens its ucx4j transport (block server + connections) on first shuffle use and registers the
+ * server's address with the driver, where reducers look it up. With {@code spark.authenticate} the application
+ * secret authenticates every ucx4j connection. Where ucx4j cannot run (no UCX, or
+ * {@code spark.network.crypto.enabled}: UCX does not encrypt), the application fails at start with the reason,
+ * unless {@code spark.ucx4j.fallback=true} asks for Spark's built-in shuffle instead.
+ */
+public final class UcxShuffleManager extends SortShuffleManager {
+    private static final Logger LOG = LoggerFactory.getLogger(UcxShuffleManager.class);
+    private static volatile UcxShuffleManager current;
+
+    private final UcxShuffleConf conf;
+    private final boolean enabled;
+    private final Object startLock = new Object();
+    private volatile UcxShuffleTransport transport;
+    private volatile boolean stopped;
+
+    public UcxShuffleManager(SparkConf sparkConf, boolean isDriver) {
+        super(sparkConf);
+        this.conf = new UcxShuffleConf(sparkConf);
+        String refusal = conf.refusal();
+        if (refusal != null && !conf.fallback()) {
+            throw new IllegalStateException("ucx4j shuffle: " + refusal + ". Set " + UcxShuffleConf.FALLBACK
+                    + "=true to use Spark's built-in shuffle instead.");
+        }
+        if (refusal != null) {
+            LOG.warn("ucx4j shuffle: {}; using Spark's built-in shuffle ({}=true)", refusal, UcxShuffleConf.FALLBACK);
+        }
+        this.enabled = refusal == null;
+        if (enabled && isDriver) {
+            SparkEnv env = SparkEnv.get();
+            env.rpcEnv().setupEndpoint(UcxDriverEndpoint.NAME, new UcxDriverEndpoint(env.rpcEnv()));
+        }
+        current = this;
+    }
+
+    /** Whether ucx4j carries this application's shuffle (false after a fallback). */
+    public boolean isEnabled() {
+        return enabled;
+    }
+
+    @Override
+    public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
+            ShuffleWriteMetricsReporter metrics) {
+        if (enabled) {
+            transport(); // this executor's blocks must be servable before any reducer learns where they are
+        }
+        return super.getWriter(handle, mapId, context, metrics);
+    }
+
+    @Override
+    public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
+            int startPartition, int endPartition, TaskContext context, ShuffleReadMetricsReporter metrics) {
+        BaseShuffleHandle<K, ?, C> h = (BaseShuffleHandle<K, ?, C>) handle;
+        if (!enabled || h.dependency().isShuffleMergeFinalizedMarked()) {
+            return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context,
+                    metrics); // push-merged shuffle blocks live at the external shuffle service: Spark's client
+        }
+        var blocks = SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(handle.shuffleId(), startMapIndex,
+                endMapIndex, startPartition, endPartition);
+        boolean batch = SortShuffleManager$.MODULE$.canUseBatchFetch(startPartition, endPartition, context);
+        return new UcxShuffleReader<>(h, blocks, context, metrics, transport().client(), batch);
+    }
+
+    private UcxShuffleTransport transport() {
+        UcxShuffleTransport t = transport;
+        if (t == null) {
+            synchronized (startLock) {
+                if (stopped) {
+                    throw new IllegalStateException("ucx4j shuffle manager stopped");
+                }
+                t = transport;
+                if (t == null) {
+                    t = new UcxShuffleTransport(conf, SparkEnv.get(), shuffleBlockResolver());
+                    transport = t;
+                }
+            }
+        }
+        return t;
+    }
+
+    @Override
+    public void stop() {
+        synchronized (startLock) {
+            stopped = true;
+            if (transport != null) {
+                transport.close();
+            }
+        }
+        super.stop();
+    }
+
+    /**
+     * Traffic between this executor and its peers so far (empty where this JVM's shuffle manager is not ucx4j's or
+     * its transport has not started). Run it inside a task to learn an executor's view.
+     */
+    public static List<PeerTraffic> localTraffic() {
+        UcxShuffleManager m = current;
+        UcxShuffleTransport t = m == null ? null : m.transport;
+        return t == null ? List.of() : new ArrayList<>(t.traffic());
+    }
+}
