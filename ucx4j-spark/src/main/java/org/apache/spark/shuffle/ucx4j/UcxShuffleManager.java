@@ -114,6 +114,13 @@ public final class UcxShuffleManager extends SortShuffleManager {
         super.stop();
     }
 
+    /** Where this JVM's executor serves shuffle blocks over ucx4j ({@code host:port}), or null if it does not. */
+    public static String localServerAddress() {
+        UcxShuffleManager m = current;
+        UcxShuffleTransport t = m == null ? null : m.transport;
+        return t == null ? null : t.address().host() + ":" + t.address().port();
+    }
+
     /**
      * Traffic between this executor and its peers so far (empty where this JVM's shuffle manager is not ucx4j's or
      * its transport has not started). Run it inside a task to learn an executor's view.

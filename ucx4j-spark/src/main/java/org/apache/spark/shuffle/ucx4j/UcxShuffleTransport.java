@@ -67,6 +67,10 @@ final class UcxShuffleTransport implements AutoCloseable {
         }
     }
 
+    UcxDriverEndpoint.Address address() {
+        return addresses.get(executorId);
+    }
+
     UcxBlockClient client() {
         return client;
     }

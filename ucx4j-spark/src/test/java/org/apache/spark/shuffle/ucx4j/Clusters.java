@@ -1,0 +1,58 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.sql.SparkSession;
+
+/** Spark sessions on {@code local-cluster}: a real Master, Worker and executor JVMs on this machine. */
+final class Clusters {
+    static final String UCX = UcxShuffleManager.class.getName();
+    /** Every executor JVM needs native access for ucx4j. */
+    static final String EXECUTOR_JAVA_OPTIONS = "--enable-native-access=ALL-UNNAMED";
+
+    private Clusters() {
+    }
+
+    static SparkConf conf(String appName, String shuffleManager, int executors) {
+        try {
+            Files.createDirectories(Path.of(System.getProperty("java.io.tmpdir")));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return new SparkConf()
+                .setMaster("local-cluster[" + executors + ",1,1024]")
+                .setAppName(appName)
+                .set("spark.shuffle.manager", shuffleManager)
+                // same-host blocks must cross processes through the shuffle client, not be read from disk
+                .set("spark.shuffle.readHostLocalDisk", "false")
+                .set("spark.executor.extraJavaOptions", EXECUTOR_JAVA_OPTIONS)
+                .set("spark.sql.autoBroadcastJoinThreshold", "-1")
+                .set("spark.ui.enabled", "false");
+    }
+
+    static SparkSession start(SparkConf conf) {
+        SparkSession spark = SparkSession.builder().config(conf).getOrCreate();
+        waitForExecutors(spark, Integer.parseInt(conf.get("spark.master").replaceAll("\\D*(\\d+),.*", "$1")));
+        return spark;
+    }
+
+    /** Blocks until that many executors registered, so jobs really spread over processes. */
+    static void waitForExecutors(SparkSession spark, int n) {
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (spark.sparkContext().getExecutorIds().size() < n) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("only " + spark.sparkContext().getExecutorIds() + " executors came up");
+            }
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,261 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.IntStream;
+import java.util.zip.CRC32;
+
+import org.apache.spark.FetchFailed;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.executor.ShuffleReadMetrics;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+import org.ucx4j.AmMessage;
+import org.ucx4j.Endpoint;
+import org.ucx4j.Ucx;
+import org.ucx4j.UcxException;
+import org.ucx4j.UcxOptions;
+
+import scala.Tuple2;
+
+/**
+ * The plug-in on {@code local-cluster[2,1,1024]}: every job gives the same answer as Spark's built-in shuffle, blocks
+ * really cross executor processes over ucx4j (authenticated with the application secret), fetch metrics reach Spark,
+ * a few hundred MB shuffle intact, and an executor SIGKILLed mid-shuffle costs a stage retry, not a hang.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 5, unit = java.util.concurrent.TimeUnit.MINUTES)
+class UcxShuffleClusterTest {
+    private static final String SECRET = "ucx4j-test-secret";
+    private static Map<String, List<String>> builtIn;
+    private static SparkSession spark;
+    private static final Metrics METRICS = new Metrics();
+
+    @BeforeAll
+    static void runBuiltInThenStartUcx() {
+        SparkSession sort = Clusters.start(Clusters.conf("built-in", "sort", 2));
+        try {
+            builtIn = Workloads.run(sort);
+        } finally {
+            sort.stop();
+        }
+        spark = Clusters.start(Clusters.conf("ucx4j", Clusters.UCX, 2)
+                .set("spark.authenticate", "true")
+                .set("spark.authenticate.secret", SECRET));
+        spark.sparkContext().addSparkListener(METRICS);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (spark != null) {
+            spark.stop();
+        }
+    }
+
+    @Test
+    @Order(1)
+    void everyJobMatchesTheBuiltInShuffle() {
+        Map<String, List<String>> ucx = Workloads.run(spark);
+        assertEquals(builtIn.keySet(), ucx.keySet());
+        for (String job : builtIn.keySet()) {
+            assertTrue(!builtIn.get(job).isEmpty(), job + " produced nothing");
+            assertEquals(builtIn.get(job), ucx.get(job), job + " differs from the built-in shuffle");
+        }
+    }
+
+    @Test
+    @Order(2)
+    void blocksCrossExecutorsOverUcxAndMetricsReachSpark() {
+        List<PeerTraffic> traffic = everyExecutor(spark, UcxShuffleManager::localTraffic);
+        long fetched = traffic.stream().filter(PeerTraffic::fetched).mapToLong(t -> t.stats().bytesReceived()).sum();
+        long served = traffic.stream().filter(t -> !t.fetched()).mapToLong(t -> t.stats().bytesSent()).sum();
+        assertTrue(fetched > 0, "no block was fetched over ucx4j: " + traffic);
+        assertTrue(served > 0, "no block was served over ucx4j: " + traffic);
+        assertTrue(traffic.stream().filter(PeerTraffic::fetched).map(PeerTraffic::executor).distinct().count() == 2,
+                "both executors fetch from each other: " + traffic);
+        assertTrue(METRICS.remoteBytes.get() > 0, "Spark saw no remote shuffle bytes");
+        assertTrue(METRICS.remoteBlocks.get() > 0, "Spark saw no remote shuffle blocks");
+        // what Spark counted as remote bytes came over ucx4j (payloads; requests and headers are extra)
+        assertTrue(fetched >= METRICS.remoteBytes.get(), "ucx4j fetched " + fetched + " B, Spark counted "
+                + METRICS.remoteBytes.get() + " B remote");
+    }
+
+    @Test
+    @Order(3)
+    void aFewHundredMegabytesShuffleIntact() {
+        JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+        int partitions = 8;
+        int perPartition = 6_000;
+        int size = 8 * 1024; // 8 partitions x 6000 x 8 KiB = 375 MiB of incompressible records
+        long expected = 0;
+        for (int p = 0; p < partitions; p++) {
+            for (byte[] r : records(p, perPartition, size)) {
+                expected += crc(r);
+            }
+        }
+        JavaRDD<byte[]> data = sc.parallelize(IntStream.range(0, partitions).boxed().toList(), partitions)
+                .flatMap(p -> records(p, perPartition, size).iterator());
+        long before = METRICS.remoteBytes.get();
+        List<Long> sums = data.repartition(6).map(UcxShuffleClusterTest::crc)
+                .mapPartitions(it -> {
+                    long s = 0;
+                    while (it.hasNext()) {
+                        s += it.next();
+                    }
+                    return List.of(s).iterator();
+                }).collect();
+        assertEquals(expected, sums.stream().mapToLong(Long::longValue).sum(), "records lost or corrupted");
+        long remote = METRICS.remoteBytes.get() - before;
+        assertTrue(remote > 100L << 20, "only " + remote + " B crossed executors");
+    }
+
+    @Test
+    @Order(4)
+    void aPeerWithoutTheApplicationSecretIsRefused() {
+        List<String> servers = everyExecutor(spark, () -> {
+            String a = UcxShuffleManager.localServerAddress();
+            return a == null ? List.<String>of() : List.of(a);
+        });
+        assertTrue(!servers.isEmpty(), "no executor serves blocks");
+        String[] hostPort = servers.get(0).split(":");
+        String host = hostPort[0];
+        int port = Integer.parseInt(hostPort[1]);
+        // control: with the application secret, a request for a block that does not exist gets an ERROR answer
+        try (Ucx friend = Ucx.open(UcxOptions.defaults().withSecret(SECRET.getBytes(StandardCharsets.UTF_8)));
+                Endpoint ep = friend.connect(host, port, Duration.ofSeconds(5))) {
+            ep.amSend(Wire.header(Wire.FETCH, 7, 1), "shuffle_999_0_0".getBytes(StandardCharsets.UTF_8));
+            try (AmMessage m = ep.amRecv(Duration.ofSeconds(10))) {
+                Wire.Header h = Wire.Header.parse(m.headerBytes());
+                assertEquals(Wire.ERROR, h.kind());
+                assertEquals(7, h.requestId());
+                assertEquals(0, h.index());
+            }
+        }
+        // without it (none, or a wrong one) the handshake is rejected before any request is read
+        for (UcxOptions o : List.of(UcxOptions.defaults(), UcxOptions.defaults().withSecret("guess".getBytes()))) {
+            try (Ucx intruder = Ucx.open(o)) {
+                UcxException e = assertThrows(UcxException.class,
+                        () -> intruder.connect(host, port, Duration.ofSeconds(5)).close());
+                assertTrue(e.getMessage().contains("UCS_ERR_REJECTED"), e.getMessage());
+            }
+        }
+    }
+
+    @Test
+    @Order(5)
+    void anExecutorKilledMidShuffleCostsAStageRetryNotAHang() {
+        JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+        List<Tuple2<String, Long>> executors = everyExecutor(spark,
+                () -> List.of(new Tuple2<>(org.apache.spark.SparkEnv.get().executorId(), ProcessHandle.current().pid())));
+        assertTrue(executors.size() >= 2, "need two executors: " + executors);
+        long victim = executors.get(executors.size() - 1)._2();
+        AtomicBoolean killed = new AtomicBoolean();
+        SparkListener killer = new SparkListener() {
+            @Override
+            public void onStageSubmitted(SparkListenerStageSubmitted s) {
+                // the reduce stage (it has a parent) starts fetching: kill a map-output holder now
+                if (!s.stageInfo().parentIds().isEmpty() && killed.compareAndSet(false, true)) {
+                    ProcessHandle.of(victim).ifPresent(ProcessHandle::destroyForcibly);
+                }
+            }
+        };
+        int removedBefore = METRICS.executorsRemoved.get();
+        spark.sparkContext().addSparkListener(killer);
+        try {
+            List<Tuple2<Integer, Long>> sums = sc.parallelize(IntStream.range(0, 400_000).boxed().toList(), 8)
+                    .mapToPair(i -> new Tuple2<>(i % 100, (long) i)).reduceByKey(Long::sum, 8).collect();
+            long total = sums.stream().mapToLong(Tuple2::_2).sum();
+            assertEquals(100, sums.size());
+            assertEquals(400_000L * 399_999 / 2, total, "results lost in the retry");
+        } finally {
+            spark.sparkContext().removeSparkListener(killer);
+        }
+        assertTrue(killed.get(), "the executor was never killed");
+        Data.eventually(() -> METRICS.executorsRemoved.get() > removedBefore);
+        System.err.println("kill test: fetch failures seen by Spark: " + METRICS.fetchFailures.get());
+    }
+
+    /** Runs {@code probe} in every executor JVM (enough small tasks to land on each) and merges the answers. */
+    static <T> List<T> everyExecutor(SparkSession spark, org.apache.spark.api.java.function.Function0<List<T>> probe) {
+        JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+        int n = Math.max(2, spark.sparkContext().getExecutorIds().size()) * 8;
+        List<Tuple2<String, List<T>>> perTask = sc.parallelize(IntStream.range(0, n).boxed().toList(), n)
+                .map(i -> {
+                    Thread.sleep(50);
+                    return new Tuple2<>(org.apache.spark.SparkEnv.get().executorId(), probe.call());
+                }).collect();
+        Map<String, List<T>> byExecutor = new java.util.TreeMap<>();
+        for (Tuple2<String, List<T>> t : perTask) {
+            byExecutor.putIfAbsent(t._1(), t._2());
+        }
+        List<T> out = new ArrayList<>();
+        byExecutor.values().forEach(out::addAll);
+        return out;
+    }
+
+    static List<byte[]> records(int partition, int n, int size) {
+        Random r = new Random(partition);
+        List<byte[]> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            byte[] b = new byte[size];
+            r.nextBytes(b);
+            out.add(b);
+        }
+        return out;
+    }
+
+    static long crc(byte[] b) {
+        CRC32 c = new CRC32();
+        c.update(b);
+        return c.getValue();
+    }
+
+    /** Totals from Spark's own task metrics, as the UI shows them. */
+    static final class Metrics extends SparkListener {
+        final AtomicLong remoteBytes = new AtomicLong();
+        final AtomicLong remoteBlocks = new AtomicLong();
+        final AtomicLong fetchWaitMs = new AtomicLong();
+        final AtomicInteger fetchFailures = new AtomicInteger();
+        final AtomicInteger executorsRemoved = new AtomicInteger();
+
+        @Override
+        public void onTaskEnd(SparkListenerTaskEnd end) {
+            if (end.reason() instanceof FetchFailed) {
+                fetchFailures.incrementAndGet();
+            }
+            if (end.taskMetrics() != null) {
+                ShuffleReadMetrics r = end.taskMetrics().shuffleReadMetrics();
+                remoteBytes.addAndGet(r.remoteBytesRead());
+                remoteBlocks.addAndGet(r.remoteBlocksFetched());
+                fetchWaitMs.addAndGet(r.fetchWaitTime());
+            }
+        }
+
+        @Override
+        public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
+            executorsRemoved.incrementAndGet();
+        }
+    }
+}

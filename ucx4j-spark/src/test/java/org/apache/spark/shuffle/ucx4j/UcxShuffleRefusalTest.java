@@ -1,0 +1,67 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.stream.IntStream;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.Test;
+
+import scala.Tuple2;
+
+/** Where ucx4j must not carry the shuffle (here: Spark's network encryption is on), it refuses or falls back. */
+class UcxShuffleRefusalTest {
+
+    private static SparkConf encrypted() {
+        return new SparkConf().setMaster("local[2]").setAppName("refusal")
+                .set("spark.shuffle.manager", Clusters.UCX)
+                .set("spark.ui.enabled", "false")
+                .set("spark.authenticate", "true")
+                .set("spark.authenticate.secret", "s3cret")
+                .set("spark.network.crypto.enabled", "true");
+    }
+
+    @Test
+    void networkEncryptionIsRefusedWithTheReasonAndTheWayOut() {
+        IllegalStateException e = assertThrows(IllegalStateException.class,
+                () -> new UcxShuffleManager(encrypted(), true));
+        assertTrue(e.getMessage().contains("spark.network.crypto.enabled"), e.getMessage());
+        assertTrue(e.getMessage().contains("UCX does not encrypt"), e.getMessage());
+        assertTrue(e.getMessage().contains("spark.ucx4j.fallback=true"), e.getMessage());
+    }
+
+    @Test
+    void theApplicationDoesNotStartWithoutFallback() {
+        Exception e = assertThrows(Exception.class, () -> SparkSession.builder().config(encrypted()).getOrCreate());
+        Throwable t = e;
+        while (t.getCause() != null && !(t instanceof IllegalStateException)) {
+            t = t.getCause();
+        }
+        assertTrue(String.valueOf(t.getMessage()).contains("spark.network.crypto.enabled"), String.valueOf(t));
+    }
+
+    @Test
+    void withFallbackTheBuiltInShuffleCarriesTheJob() {
+        SparkSession spark = SparkSession.builder().config(encrypted().set(UcxShuffleConf.FALLBACK, "true"))
+                .getOrCreate();
+        try {
+            UcxShuffleManager m = (UcxShuffleManager) SparkEnv.get().shuffleManager();
+            assertFalse(m.isEnabled());
+            JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+            List<Tuple2<Integer, Integer>> counts = sc.parallelize(IntStream.range(0, 1000).boxed().toList(), 4)
+                    .mapToPair(i -> new Tuple2<>(i % 10, 1)).reduceByKey(Integer::sum, 3).collect();
+            assertEquals(10, counts.size());
+            assertTrue(counts.stream().allMatch(c -> c._2() == 100), counts.toString());
+            assertTrue(UcxShuffleManager.localTraffic().isEmpty(), "ucx4j carried traffic despite the fallback");
+        } finally {
+            spark.stop();
+        }
+    }
+}
