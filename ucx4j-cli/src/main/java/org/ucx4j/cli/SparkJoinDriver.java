@@ -1,0 +1,250 @@
+package org.ucx4j.cli;
+
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.IntStream;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.executor.TaskMetrics;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.shuffle.ucx4j.PeerTraffic;
+import org.apache.spark.shuffle.ucx4j.UcxShuffleManager;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.ucx4j.EndpointStats;
+import org.ucx4j.Ucx;
+import scala.Tuple2;
+
+/** Runs inside the Spark JVM that {@link SparkJoinBench} starts: one local-cluster per backend. */
+final class SparkJoinDriver {
+    private final SparkJoinBench o;
+    private final List<Map<String, Object>> json = new ArrayList<>();
+
+    SparkJoinDriver(SparkJoinBench options) {
+        this.o = options;
+    }
+
+    /** Task-time totals of one iteration, from Spark's task metrics (what the UI shows). */
+    static final class Totals extends SparkListener {
+        long runMs;
+        long cpuNs;
+        long fetchWaitMs;
+        long writeNs;
+        long gcMs;
+        long serdeMs;
+        long written;
+        long remoteRead;
+        long localRead;
+
+        @Override
+        public synchronized void onTaskEnd(SparkListenerTaskEnd end) {
+            TaskMetrics m = end.taskMetrics();
+            if (m == null) {
+                return;
+            }
+            runMs += m.executorRunTime();
+            cpuNs += m.executorCpuTime();
+            fetchWaitMs += m.shuffleReadMetrics().fetchWaitTime();
+            writeNs += m.shuffleWriteMetrics().writeTime();
+            gcMs += m.jvmGCTime();
+            serdeMs += m.executorDeserializeTime() + m.resultSerializationTime();
+            written += m.shuffleWriteMetrics().bytesWritten();
+            remoteRead += m.shuffleReadMetrics().remoteBytesRead();
+            localRead += m.shuffleReadMetrics().localBytesRead();
+        }
+
+        synchronized Totals snapshotAndReset() {
+            Totals t = new Totals();
+            t.runMs = runMs;
+            t.cpuNs = cpuNs;
+            t.fetchWaitMs = fetchWaitMs;
+            t.writeNs = writeNs;
+            t.gcMs = gcMs;
+            t.serdeMs = serdeMs;
+            t.written = written;
+            t.remoteRead = remoteRead;
+            t.localRead = localRead;
+            runMs = cpuNs = fetchWaitMs = writeNs = gcMs = serdeMs = written = remoteRead = localRead = 0;
+            return t;
+        }
+    }
+
+    record Iteration(double wallS, Totals totals) {
+    }
+
+    int run() throws Exception {
+        Map<String, List<Iteration>> results = new LinkedHashMap<>();
+        for (String backend : o.backends) {
+            results.put(backend, runBackend(backend));
+        }
+        if (results.containsKey("sort") && results.containsKey("ucx4j")) {
+            double wallSort = median(results.get("sort").stream().mapToDouble(Iteration::wallS).toArray());
+            double wallUcx = median(results.get("ucx4j").stream().mapToDouble(Iteration::wallS).toArray());
+            double waitSort = median(results.get("sort").stream().mapToDouble(i -> i.totals().fetchWaitMs).toArray());
+            double waitUcx = median(results.get("ucx4j").stream().mapToDouble(i -> i.totals().fetchWaitMs).toArray());
+            System.out.println("=====");
+            System.out.printf(Locale.ROOT, "%-18s | end to end %.2fx (%.2f s vs %.2f s) | fetch wait %s (%.0f ms vs"
+                    + " %.0f ms)%n", "built-in / ucx4j", wallSort / wallUcx, wallSort, wallUcx,
+                    waitUcx == 0 ? "-" : String.format(Locale.ROOT, "%.2fx", waitSort / waitUcx), waitSort, waitUcx);
+            System.out.println("(medians; above 1x means ucx4j is faster / waits less)");
+        }
+        o.writeJson(json);
+        return 0;
+    }
+
+    private List<Iteration> runBackend(String backend) throws Exception {
+        String master = "local-cluster[" + o.executors + ",1," + o.executorMemoryMb + "]";
+        SparkConf conf = new SparkConf().setMaster(master).setAppName("ucx4j spark-join " + backend)
+                .set("spark.executor.memory", o.executorMemoryMb + "m")
+                .set("spark.shuffle.manager", backend.equals("ucx4j") ? UcxShuffleManager.class.getName() : "sort")
+                .set("spark.shuffle.readHostLocalDisk", "false") // both backends really cross processes
+                .set("spark.executor.extraJavaOptions", "--enable-native-access=ALL-UNNAMED")
+                .set("spark.sql.autoBroadcastJoinThreshold", "-1") // a shuffle join, as in the seed
+                .set("spark.sql.shuffle.partitions", String.valueOf(o.partitions))
+                .set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+                .set("spark.ui.enabled", "false");
+        SparkSession spark = SparkSession.builder().config(conf).getOrCreate();
+        try {
+            waitForExecutors(spark);
+            Totals listener = new Totals();
+            spark.sparkContext().addSparkListener(listener);
+            long n = o.rowsPerPartition * o.partitions;
+            String pad = o.payloadBytes > 0 ? ", randstr(" + o.payloadBytes + ") as pad" : "";
+            Dataset<Row> left = spark.range(0, n, 1, o.partitions)
+                    .selectExpr("pmod(id * 2654435761, " + n + ") as key", "id as payload" + pad);
+            long matchPerMille = Math.round(o.fracMatch * 1000);
+            Dataset<Row> right = spark.range(0, n, 1, o.partitions)
+                    .selectExpr("CASE WHEN pmod(hash(id), 1000) < " + matchPerMille + " THEN pmod(id * 40503, " + n
+                            + ") ELSE " + n + " + id END as key", "id as payload" + pad);
+            Dataset<Row> joined = left.join(right, "key").sort("key");
+
+            long matched = left.join(right, "key").count(); // warm-up, and a check both backends agree
+            spark.sparkContext().listenerBus().waitUntilEmpty();
+            listener.snapshotAndReset();
+
+            double processed = 2.0 * n * (16 + o.payloadBytes);
+            List<Iteration> its = new ArrayList<>();
+            for (int i = 0; i < o.iterations; i++) {
+                long t0 = System.nanoTime();
+                joined.write().format("noop").mode("overwrite").save();
+                double wall = (System.nanoTime() - t0) / 1e9;
+                spark.sparkContext().listenerBus().waitUntilEmpty();
+                Totals t = listener.snapshotAndReset();
+                its.add(new Iteration(wall, t));
+                json.add(SparkJoinBench.row("backend", backend, "iteration", i, "wall_s", wall,
+                        "throughput_mbps", processed / wall / 1e6, "rows_per_partition", o.rowsPerPartition,
+                        "partitions", o.partitions, "frac_match", o.fracMatch, "matched_rows", matched,
+                        "data_processed_bytes", (long) processed, "shuffle_bytes_written", t.written,
+                        "remote_bytes_read", t.remoteRead, "fetch_wait_ms", t.fetchWaitMs,
+                        "shuffle_write_ms", t.writeNs / 1_000_000, "task_run_ms", t.runMs,
+                        "task_cpu_ms", t.cpuNs / 1_000_000, "gc_ms", t.gcMs, "task_serde_ms", t.serdeMs));
+            }
+            print(backend, master, processed, matched, its, backend.equals("ucx4j") ? traffic(spark) : null);
+            return its;
+        } finally {
+            spark.stop();
+        }
+    }
+
+    private void print(String backend, String master, double processed, long matched, List<Iteration> its,
+            List<PeerTraffic> traffic) {
+        Totals first = its.get(0).totals();
+        System.out.println();
+        System.out.println("Spark join benchmark (" + LocalDate.now() + ")");
+        System.out.println("-----");
+        line("backend", backend.equals("ucx4j") ? "spark + ucx4j (" + UcxShuffleManager.class.getSimpleName() + ")"
+                : "spark built-in (sort shuffle, Netty)");
+        line("join", "inner on key, then sort");
+        line("rows-per-partition", String.valueOf(o.rowsPerPartition));
+        line("partitions", String.valueOf(o.partitions));
+        line("frac-match", String.valueOf(o.fracMatch));
+        line("cluster", master + ", readHostLocalDisk=false");
+        line("protocol", backend.equals("ucx4j") ? "ucx (UCX " + Ucx.version() + ")" : "tcp (Netty)");
+        line("data-processed", SparkJoinBench.bytes(processed));
+        line("shuffled", SparkJoinBench.bytes(first.written) + " written, " + SparkJoinBench.bytes(first.remoteRead)
+                + " fetched remotely per iteration");
+        line("matched rows", String.valueOf(matched));
+        System.out.println("=====");
+        line("Wall-clock", "Throughput");
+        System.out.println("-----");
+        for (Iteration it : its) {
+            line(String.format(Locale.ROOT, "%.2f s", it.wallS()),
+                    SparkJoinBench.bytes(processed / it.wallS()) + "/s");
+        }
+        System.out.println("=====");
+        line("(w1,w2)", "25% 50% 75% (total nbytes)   [w1 fetched from w2, all iterations]");
+        System.out.println("-----");
+        if (traffic == null) {
+            System.out.println("(Spark's Netty client keeps no per-peer figures)");
+        } else {
+            Map<String, EndpointStats> pairs = new TreeMap<>();
+            for (PeerTraffic t : traffic) {
+                if (t.fetched()) {
+                    pairs.put("(" + pad2(t.executor()) + "," + pad2(t.peer()) + ")", t.stats());
+                }
+            }
+            pairs.forEach((pair, s) -> line(pair, Double.isNaN(s.p50MBps())
+                    ? "- - - (" + SparkJoinBench.bytes(s.bytesReceived()) + ")"
+                    : String.format(Locale.ROOT, "%s/s %s/s %s/s (%s)", SparkJoinBench.bytes(s.p25MBps() * 1e6),
+                            SparkJoinBench.bytes(s.p50MBps() * 1e6), SparkJoinBench.bytes(s.p75MBps() * 1e6),
+                            SparkJoinBench.bytes(s.bytesReceived()))));
+        }
+        System.out.println("=====");
+        line("task time", "fetch wait | shuffle write | GC | task (de)ser | run (cpu)   [sum over tasks]");
+        System.out.println("-----");
+        for (Iteration it : its) {
+            Totals t = it.totals();
+            line(String.format(Locale.ROOT, "%.2f s", it.wallS()), String.format(Locale.ROOT,
+                    "%.2f s | %.2f s | %.2f s | %.2f s | %.2f s (%.2f s)", t.fetchWaitMs / 1e3, t.writeNs / 1e9,
+                    t.gcMs / 1e3, t.serdeMs / 1e3, t.runMs / 1e3, t.cpuNs / 1e9));
+        }
+    }
+
+    private static String pad2(String executorId) {
+        return executorId.length() == 1 ? "0" + executorId : executorId;
+    }
+
+    private static void line(String key, String value) {
+        System.out.printf(Locale.ROOT, "%-18s | %s%n", key, value);
+    }
+
+    private void waitForExecutors(SparkSession spark) throws InterruptedException {
+        long deadline = System.nanoTime() + 120_000_000_000L;
+        while (spark.sparkContext().getExecutorIds().size() < o.executors) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("only " + spark.sparkContext().getExecutorIds().size() + " of "
+                        + o.executors + " executors came up");
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    /** Each executor's view of its ucx4j connections (enough short tasks to visit every executor). */
+    private List<PeerTraffic> traffic(SparkSession spark) {
+        JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+        int n = o.executors * 8;
+        List<Tuple2<String, List<PeerTraffic>>> perTask = sc.parallelize(IntStream.range(0, n).boxed().toList(), n)
+                .map(i -> {
+                    Thread.sleep(50);
+                    return new Tuple2<>(SparkEnv.get().executorId(), UcxShuffleManager.localTraffic());
+                }).collect();
+        Map<String, List<PeerTraffic>> byExecutor = new TreeMap<>();
+        perTask.forEach(t -> byExecutor.putIfAbsent(t._1(), t._2()));
+        return byExecutor.values().stream().flatMap(List::stream).toList();
+    }
+
+    private static double median(double[] v) {
+        double[] s = v.clone();
+        Arrays.sort(s);
+        return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+    }
+}
