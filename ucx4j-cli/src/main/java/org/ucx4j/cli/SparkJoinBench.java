@@ -39,8 +39,8 @@ final class SparkJoinBench implements Callable<Integer> {
             + "exist on the left, default ${DEFAULT-VALUE}")
     double fracMatch;
 
-    @Option(names = "--payload-bytes", defaultValue = "0", description = "extra bytes per row (a string column) "
-            + "besides the two int64 columns, default ${DEFAULT-VALUE}")
+    @Option(names = "--payload-bytes", defaultValue = "0", description = "adds a random string column this wide to "
+            + "each row (the seed's rows are two int64s), default ${DEFAULT-VALUE}")
     int payloadBytes;
 
     @Option(names = "--iterations", defaultValue = "3", description = "timed iterations per backend (after one "
@@ -57,6 +57,10 @@ final class SparkJoinBench implements Callable<Integer> {
     @Option(names = "--backends", defaultValue = "sort,ucx4j", split = ",", description = "sort (Spark's "
             + "built-in, Netty) and/or ucx4j, run in this order")
     List<String> backends;
+
+    @Option(names = "--conf", description = "extra Spark setting KEY=VALUE for both backends (repeatable), e.g. "
+            + "spark.ucx4j.progressMode=blocking")
+    Map<String, String> conf = new LinkedHashMap<>();
 
     @Option(names = "--json", description = "write per-iteration figures to this file")
     Path json;

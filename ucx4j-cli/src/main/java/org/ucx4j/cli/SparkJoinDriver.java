@@ -112,19 +112,22 @@ final class SparkJoinDriver {
                 .set("spark.sql.shuffle.partitions", String.valueOf(o.partitions))
                 .set("spark.sql.adaptive.coalescePartitions.enabled", "false")
                 .set("spark.ui.enabled", "false");
+        o.conf.forEach(conf::set);
         SparkSession spark = SparkSession.builder().config(conf).getOrCreate();
         try {
             waitForExecutors(spark);
             Totals listener = new Totals();
             spark.sparkContext().addSparkListener(listener);
             long n = o.rowsPerPartition * o.partitions;
-            String pad = o.payloadBytes > 0 ? ", randstr(" + o.payloadBytes + ") as pad" : "";
+            // payload-bytes: random alphanumerics, which Spark's lz4 cannot shrink much (like real payloads)
+            String[] pad = o.payloadBytes > 0 ? new String[] {"randstr(" + o.payloadBytes + ") as pad"}
+                    : new String[0];
             Dataset<Row> left = spark.range(0, n, 1, o.partitions)
-                    .selectExpr("pmod(id * 2654435761, " + n + ") as key", "id as payload" + pad);
+                    .selectExpr(columns("pmod(id * 2654435761, " + n + ") as key", pad));
             long matchPerMille = Math.round(o.fracMatch * 1000);
             Dataset<Row> right = spark.range(0, n, 1, o.partitions)
-                    .selectExpr("CASE WHEN pmod(hash(id), 1000) < " + matchPerMille + " THEN pmod(id * 40503, " + n
-                            + ") ELSE " + n + " + id END as key", "id as payload" + pad);
+                    .selectExpr(columns("CASE WHEN pmod(hash(id), 1000) < " + matchPerMille + " THEN pmod(id * 40503, "
+                            + n + ") ELSE " + n + " + id END as key", pad));
             Dataset<Row> joined = left.join(right, "key").sort("key");
 
             long matched = left.join(right, "key").count(); // warm-up, and a check both backends agree
@@ -207,6 +210,15 @@ final class SparkJoinDriver {
                     "%.2f s | %.2f s | %.2f s | %.2f s | %.2f s (%.2f s)", t.fetchWaitMs / 1e3, t.writeNs / 1e9,
                     t.gcMs / 1e3, t.serdeMs / 1e3, t.runMs / 1e3, t.cpuNs / 1e9));
         }
+    }
+
+    /** key, an int64 payload (as in the seed), and the optional padding column. */
+    private static String[] columns(String key, String[] pad) {
+        String[] c = new String[2 + pad.length];
+        c[0] = key;
+        c[1] = "id as payload";
+        System.arraycopy(pad, 0, c, 2, pad.length);
+        return c;
     }
 
     private static String pad2(String executorId) {

@@ -33,6 +33,7 @@ final class PeerConnection {
     private final Consumer<PeerConnection> onFailure;
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
     private volatile Throwable failure;
+    private volatile boolean closing;
 
     PeerConnection(UcxDriverEndpoint.Address peer, Endpoint ep, Duration timeout, Consumer<PeerConnection> onFailure) {
         this.peer = peer;
@@ -86,7 +87,7 @@ final class PeerConnection {
             }
         } catch (Throwable t) {
             failure = t;
-            if (!pending.isEmpty() || !(t instanceof org.ucx4j.EndpointClosedException)) {
+            if (!closing) {
                 LOG.warn("ucx4j shuffle: connection to {} failed: {}", describe(), t.toString());
             }
             onFailure.accept(this);
@@ -157,8 +158,10 @@ final class PeerConnection {
         }
     }
 
+    /** Shutting down: pending fetches fail (their tasks are being killed anyway); nothing waits. */
     void close() {
-        ep.close(Duration.ofSeconds(2));
+        closing = true;
+        ep.abort();
     }
 
     String describe() {

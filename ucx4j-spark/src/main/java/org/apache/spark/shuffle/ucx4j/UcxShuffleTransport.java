@@ -15,7 +15,6 @@ import org.apache.spark.util.RpcUtils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.ucx4j.Endpoint;
-import org.ucx4j.EndpointStats;
 import org.ucx4j.Listener;
 import org.ucx4j.Ucx;
 import org.ucx4j.UcxOptions;
