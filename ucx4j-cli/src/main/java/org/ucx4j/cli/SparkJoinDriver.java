@@ -1,5 +1,6 @@
 package org.ucx4j.cli;
 
+import java.time.Duration;
 import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -8,13 +9,11 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.stream.IntStream;
 import org.apache.spark.SparkConf;
-import org.apache.spark.SparkEnv;
-import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.shuffle.ucx4j.ExecutorProbe;
 import org.apache.spark.shuffle.ucx4j.PeerTraffic;
 import org.apache.spark.shuffle.ucx4j.UcxShuffleManager;
 import org.apache.spark.sql.Dataset;
@@ -22,7 +21,6 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.ucx4j.EndpointStats;
 import org.ucx4j.Ucx;
-import scala.Tuple2;
 
 /** Runs inside the Spark JVM that {@link SparkJoinBench} starts: one local-cluster per backend. */
 final class SparkJoinDriver {
@@ -115,7 +113,7 @@ final class SparkJoinDriver {
         o.conf.forEach(conf::set);
         SparkSession spark = SparkSession.builder().config(conf).getOrCreate();
         try {
-            waitForExecutors(spark);
+            ExecutorProbe.awaitExecutors(spark.sparkContext(), o.executors, Duration.ofMinutes(2));
             Totals listener = new Totals();
             spark.sparkContext().addSparkListener(listener);
             long n = o.rowsPerPartition * o.partitions;
@@ -151,7 +149,7 @@ final class SparkJoinDriver {
                         "shuffle_write_ms", t.writeNs / 1_000_000, "task_run_ms", t.runMs,
                         "task_cpu_ms", t.cpuNs / 1_000_000, "gc_ms", t.gcMs, "task_serde_ms", t.serdeMs));
             }
-            print(backend, master, processed, matched, its, backend.equals("ucx4j") ? traffic(spark) : null);
+            print(backend, master, processed, matched, its, backend.equals("ucx4j") ? UcxShuffleManager.clusterTraffic(spark.sparkContext()) : null);
             return its;
         } finally {
             spark.stop();
@@ -227,31 +225,6 @@ final class SparkJoinDriver {
 
     private static void line(String key, String value) {
         System.out.printf(Locale.ROOT, "%-18s | %s%n", key, value);
-    }
-
-    private void waitForExecutors(SparkSession spark) throws InterruptedException {
-        long deadline = System.nanoTime() + 120_000_000_000L;
-        while (spark.sparkContext().getExecutorIds().size() < o.executors) {
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("only " + spark.sparkContext().getExecutorIds().size() + " of "
-                        + o.executors + " executors came up");
-            }
-            Thread.sleep(100);
-        }
-    }
-
-    /** Each executor's view of its ucx4j connections (enough short tasks to visit every executor). */
-    private List<PeerTraffic> traffic(SparkSession spark) {
-        JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-        int n = o.executors * 8;
-        List<Tuple2<String, List<PeerTraffic>>> perTask = sc.parallelize(IntStream.range(0, n).boxed().toList(), n)
-                .map(i -> {
-                    Thread.sleep(50);
-                    return new Tuple2<>(SparkEnv.get().executorId(), UcxShuffleManager.localTraffic());
-                }).collect();
-        Map<String, List<PeerTraffic>> byExecutor = new TreeMap<>();
-        perTask.forEach(t -> byExecutor.putIfAbsent(t._1(), t._2()));
-        return byExecutor.values().stream().flatMap(List::stream).toList();
     }
 
     private static double median(double[] v) {

@@ -121,6 +121,11 @@ public final class UcxShuffleManager extends SortShuffleManager {
         return t == null ? null : t.address().host() + ":" + t.address().port();
     }
 
+    /** Every executor's {@link #localTraffic()}, gathered from the driver with one short job. */
+    public static List<PeerTraffic> clusterTraffic(org.apache.spark.SparkContext sc) {
+        return ExecutorProbe.onEach(sc, UcxShuffleManager::localTraffic);
+    }
+
     /**
      * Traffic between this executor and its peers so far (empty where this JVM's shuffle manager is not ucx4j's or
      * its transport has not started). Run it inside a task to learn an executor's view.

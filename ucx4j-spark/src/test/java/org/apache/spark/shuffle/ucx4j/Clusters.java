@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.sql.SparkSession;
@@ -36,23 +37,13 @@ final class Clusters {
 
     static SparkSession start(SparkConf conf) {
         SparkSession spark = SparkSession.builder().config(conf).getOrCreate();
-        waitForExecutors(spark, Integer.parseInt(conf.get("spark.master").replaceAll("\\D*(\\d+),.*", "$1")));
-        return spark;
-    }
-
-    /** Blocks until that many executors registered, so jobs really spread over processes. */
-    static void waitForExecutors(SparkSession spark, int n) {
-        long deadline = System.nanoTime() + 60_000_000_000L;
-        while (spark.sparkContext().getExecutorIds().size() < n) {
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("only " + spark.sparkContext().getExecutorIds() + " executors came up");
-            }
-            try {
-                Thread.sleep(100);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException(e);
-            }
+        try {
+            ExecutorProbe.awaitExecutors(spark.sparkContext(),
+                    Integer.parseInt(conf.get("spark.master").replaceAll("\\D*(\\d+),.*", "$1")), Duration.ofMinutes(1));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
         }
+        return spark;
     }
 }

@@ -88,7 +88,7 @@ class UcxShuffleClusterTest {
     @Test
     @Order(2)
     void blocksCrossExecutorsOverUcxAndMetricsReachSpark() {
-        List<PeerTraffic> traffic = everyExecutor(spark, UcxShuffleManager::localTraffic);
+        List<PeerTraffic> traffic = UcxShuffleManager.clusterTraffic(spark.sparkContext());
         long fetched = traffic.stream().filter(PeerTraffic::fetched).mapToLong(t -> t.stats().bytesReceived()).sum();
         long served = traffic.stream().filter(t -> !t.fetched()).mapToLong(t -> t.stats().bytesSent()).sum();
         assertTrue(fetched > 0, "no block was fetched over ucx4j: " + traffic);
@@ -134,7 +134,7 @@ class UcxShuffleClusterTest {
     @Test
     @Order(4)
     void aPeerWithoutTheApplicationSecretIsRefused() {
-        List<String> servers = everyExecutor(spark, () -> {
+        List<String> servers = ExecutorProbe.onEach(spark.sparkContext(), () -> {
             String a = UcxShuffleManager.localServerAddress();
             return a == null ? List.<String>of() : List.of(a);
         });
@@ -167,7 +167,7 @@ class UcxShuffleClusterTest {
     @Order(5)
     void anExecutorKilledMidShuffleCostsAStageRetryNotAHang() {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-        List<Tuple2<String, Long>> executors = everyExecutor(spark,
+        List<Tuple2<String, Long>> executors = ExecutorProbe.onEach(spark.sparkContext(),
                 () -> List.of(new Tuple2<>(org.apache.spark.SparkEnv.get().executorId(), ProcessHandle.current().pid())));
         assertTrue(executors.size() >= 2, "need two executors: " + executors);
         long victim = executors.get(executors.size() - 1)._2();
@@ -195,24 +195,6 @@ class UcxShuffleClusterTest {
         assertTrue(killed.get(), "the executor was never killed");
         Data.eventually(() -> METRICS.executorsRemoved.get() > removedBefore);
         System.err.println("kill test: fetch failures seen by Spark: " + METRICS.fetchFailures.get());
-    }
-
-    /** Runs {@code probe} in every executor JVM (enough small tasks to land on each) and merges the answers. */
-    static <T> List<T> everyExecutor(SparkSession spark, org.apache.spark.api.java.function.Function0<List<T>> probe) {
-        JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-        int n = Math.max(2, spark.sparkContext().getExecutorIds().size()) * 8;
-        List<Tuple2<String, List<T>>> perTask = sc.parallelize(IntStream.range(0, n).boxed().toList(), n)
-                .map(i -> {
-                    Thread.sleep(50);
-                    return new Tuple2<>(org.apache.spark.SparkEnv.get().executorId(), probe.call());
-                }).collect();
-        Map<String, List<T>> byExecutor = new java.util.TreeMap<>();
-        for (Tuple2<String, List<T>> t : perTask) {
-            byExecutor.putIfAbsent(t._1(), t._2());
-        }
-        List<T> out = new ArrayList<>();
-        byExecutor.values().forEach(out::addAll);
-        return out;
     }
 
     static List<byte[]> records(int partition, int n, int size) {
