@@ -50,9 +50,7 @@ public final class Endpoint implements AutoCloseable {
     }
 
     public CompletableFuture<Long> sendAsync(MemorySegment buf, int tag) {
-        Op op = sendOp(Buffers.segment(buf, false), 0, core.sendTag(tag), false);
-        engine.submit(op);
-        return op;
+        return sendSegmentAsync(Buffers.segment(buf, false), core.sendTag(tag));
     }
 
     public CompletableFuture<Long> sendAsync(ByteBuffer buf, int tag) {
@@ -71,12 +69,12 @@ public final class Endpoint implements AutoCloseable {
     }
 
     public void send(MemorySegment buf, int tag) {
-        sendBlocking(sendOp(Buffers.segment(buf, false), 0, core.sendTag(tag), true), -1);
+        sendSegment(Buffers.segment(buf, false), core.sendTag(tag), -1);
     }
 
     public void send(MemorySegment buf, int tag, Duration timeout) {
         long t = Buffers.nanos(timeout);
-        sendBlocking(sendOp(Buffers.segment(buf, false), 0, core.sendTag(tag), true), t);
+        sendSegment(Buffers.segment(buf, false), core.sendTag(tag), t);
     }
 
     public void send(ByteBuffer buf) {
@@ -108,18 +106,16 @@ public final class Endpoint implements AutoCloseable {
 
     /** Sends with a worker-level tag (0 .. 2^63-1), received by the peer's {@link Ucx#recvTagged}. */
     public CompletableFuture<Long> sendTaggedAsync(MemorySegment buf, long tag) {
-        Op op = sendOp(Buffers.segment(buf, false), 0, workerTag(tag), false);
-        engine.submit(op);
-        return op;
+        return sendSegmentAsync(Buffers.segment(buf, false), workerTag(tag));
     }
 
     public void sendTagged(MemorySegment buf, long tag) {
-        sendBlocking(sendOp(Buffers.segment(buf, false), 0, workerTag(tag), true), -1);
+        sendSegment(Buffers.segment(buf, false), workerTag(tag), -1);
     }
 
     public void sendTagged(MemorySegment buf, long tag, Duration timeout) {
         long t = Buffers.nanos(timeout);
-        sendBlocking(sendOp(Buffers.segment(buf, false), 0, workerTag(tag), true), t);
+        sendSegment(Buffers.segment(buf, false), workerTag(tag), t);
     }
 
     public void sendTagged(byte[] buf, long tag) {
@@ -128,11 +124,29 @@ public final class Endpoint implements AutoCloseable {
         sendBlocking(engine.tagSend(core, copy, buf.length, wt, copy, true), -1);
     }
 
-    private Op sendOp(MemorySegment seg, long owned, long wireTag, boolean blocking) {
+    /**
+     * On the worker's owner thread (caller-driven mode) a message small enough for UCX's short protocol is sent
+     * inside the call, without an operation object or a future of its own; anything else is an op.
+     */
+    private CompletableFuture<Long> sendSegmentAsync(MemorySegment seg, long wireTag) {
         ucx.checkOpen();
-        Op op = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, owned, blocking);
+        if (engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag)) {
+            return engine.completed(seg.byteSize());
+        }
+        Op op = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, false);
         Ucx.keepAlive(op, seg);
+        engine.submit(op);
         return op;
+    }
+
+    private void sendSegment(MemorySegment seg, long wireTag, long timeoutNanos) {
+        ucx.checkOpen();
+        if (engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag)) {
+            return;
+        }
+        Op op = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, true);
+        Ucx.keepAlive(op, seg);
+        sendBlocking(op, timeoutNanos);
     }
 
     private void sendBlocking(Op op, long timeoutNanos) {

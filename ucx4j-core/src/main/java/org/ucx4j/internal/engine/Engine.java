@@ -352,6 +352,36 @@ public final class Engine {
         return op;
     }
 
+    /**
+     * Owner thread only: sends a message UCX completes inside the call (its short protocol: no request, no
+     * callback, {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). False when it cannot, from any other thread, on an
+     * endpoint that is not open, or while a flight recording wants transfers: the caller then takes the
+     * ordinary path, which also reports errors.
+     */
+    public boolean tagSendNow(EndpointCore ep, long address, long length, long tag) {
+        if (Thread.currentThread() != owner || stopRequested || ep.state != EndpointCore.OPEN || ep.failure != null
+                || (Jfr.AVAILABLE && Jfr.transfers)) {
+            return false;
+        }
+        setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
+        if (Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address()) != 0) {
+            return false;
+        }
+        ep.stats.sent(length, 0);
+        return true;
+    }
+
+    private DoneFuture lastDone;
+
+    /** Owner thread: a completed future of {@code length}, shared by consecutive sends of one size. */
+    public SafeFuture<Long> completed(long length) {
+        DoneFuture d = lastDone;
+        if (d == null || d.value != length) {
+            lastDone = d = new DoneFuture(executor, length);
+        }
+        return d;
+    }
+
     public Op tagRecv(EndpointCore ep, long address, long length, long tag, long mask, long owned, byte[] copyBack,
             boolean blocking) {
         Op op = op(blocking);
@@ -811,36 +841,29 @@ public final class Engine {
                     }
                 }
                 int slot = allocSlot(op);
-                if (op.probed != 0) { // a message a probe took: received by its handle, length and tag known
-                    setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-                            Stubs.TAG_RECV.address(), userData(slot), 0);
-                    long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, op.probed, reqParam.address());
-                    if (posted(op, slot, r, op.tag, op.mask)) {
+                // A message already waiting (or one a user's probe took) is received by its handle: the probe
+                // reports its length and tag, so immediate completion is fine and needs no upcall.
+                long msg = op.probed;
+                long len = op.tag, stag = op.mask; // what probedRecv recorded
+                if (msg == 0) {
+                    msg = Ucp.tagProbeNb(worker, op.tag, op.mask, true, scratch.address());
+                    len = scratch.get(JAVA_LONG, TRI_LENGTH);
+                    stag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
+                }
+                if (msg != 0) {
+                    setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE, Stubs.TAG_RECV.address(), userData(slot), 0);
+                    long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, msg, reqParam.address());
+                    if (posted(op, slot, r, len, stag)) {
                         linkPending(op);
                     }
                     return;
                 }
-                // UCX before 1.16 reports no length/tag for an immediately completed tag receive (recv_info is
-                // filled from 1.16), so immediate completion is refused: a request always comes back. A blocking
-                // receive of the owner thread itself is polled from its wait loop, without a callback; any other
-                // completes through the callback (inside ucp_tag_recv_nbx when the message is already there).
+                // Otherwise the receive waits in UCX. UCX before 1.16 reports no length/tag for an immediately
+                // completed tag receive (recv_info is filled from 1.16), so immediate completion is refused: a
+                // request always comes back. A blocking receive of the owner thread itself is polled from its wait
+                // loop, without a callback; any other completes through the callback.
                 op.polled = op.blocking && op.waiter == owner;
-                if (!op.polled) {
-                    // a message already waiting is taken at once by its handle: the probe reports its length and
-                    // tag, so immediate completion is fine and no upcall is needed
-                    long msg = Ucp.tagProbeNb(worker, op.tag, op.mask, true, scratch.address());
-                    if (msg != 0) {
-                        long len = scratch.get(JAVA_LONG, TRI_LENGTH);
-                        long stag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
-                        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
-                                | UCP_OP_ATTR_FIELD_MEMORY_TYPE, Stubs.TAG_RECV.address(), userData(slot), 0);
-                        long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, msg, reqParam.address());
-                        if (posted(op, slot, r, len, stag)) {
-                            linkPending(op);
-                        }
-                        return;
-                    }
-                }
                 if (op.polled) {
                     setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
                 } else {

@@ -235,6 +235,7 @@ public final class Structs {
     public static final int UCP_OP_ATTR_FIELD_MEMORY_TYPE = 1 << 6;
     public static final int UCP_OP_ATTR_FIELD_RECV_INFO = 1 << 7;
     public static final int UCP_OP_ATTR_FLAG_NO_IMM_CMPL = 1 << 16;
+    public static final int UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL = 1 << 18;
     public static final int UCP_STREAM_RECV_FLAG_WAITALL = 1;
     public static final long UCP_AM_HANDLER_PARAM_FIELD_ID = 1L;
     public static final long UCP_AM_HANDLER_PARAM_FIELD_FLAGS = 1L << 1;
@@ -344,6 +345,7 @@ public final class Structs {
         m.put("UCP_OP_ATTR_FIELD_MEMORY_TYPE", (long) UCP_OP_ATTR_FIELD_MEMORY_TYPE);
         m.put("UCP_OP_ATTR_FIELD_RECV_INFO", (long) UCP_OP_ATTR_FIELD_RECV_INFO);
         m.put("UCP_OP_ATTR_FLAG_NO_IMM_CMPL", (long) UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
+        m.put("UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL", (long) UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL);
         m.put("UCP_STREAM_RECV_FLAG_WAITALL", (long) UCP_STREAM_RECV_FLAG_WAITALL);
         m.put("UCP_AM_HANDLER_PARAM_FIELD_ID", (long) UCP_AM_HANDLER_PARAM_FIELD_ID);
         m.put("UCP_AM_HANDLER_PARAM_FIELD_FLAGS", (long) UCP_AM_HANDLER_PARAM_FIELD_FLAGS);

@@ -65,6 +65,10 @@ public final class Ucp {
     /** Downcall handles, resolved when the library loaded; a missing symbol fails the whole load. */
     private static final class Holder {
         static Throwable failure = Lib.FAILURE;
+        /**
+         * No thread-state transition: only for short calls that never block and can never call back into Java
+         * (an upcall inside a critical downcall is undefined behaviour).
+         */
         static final Linker.Option CRITICAL = Linker.Option.critical(false);
 
         static final MethodHandle GET_VERSION = ucp("ucp_get_version",
@@ -91,9 +95,11 @@ public final class Ucp {
         static final MethodHandle EP_CLOSE_NBX = ucp("ucp_ep_close_nbx", L_LL);
         static final MethodHandle EP_PRINT_INFO = ucp("ucp_ep_print_info", V_LL);
         static final MethodHandle TAG_SEND_NBX = ucp("ucp_tag_send_nbx", L_LLLLL);
+        /** The same function for sends with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: no request, never a callback. */
+        static final MethodHandle TAG_SEND_NOW = ucp("ucp_tag_send_nbx", L_LLLLL, CRITICAL);
         static final MethodHandle TAG_RECV_NBX = ucp("ucp_tag_recv_nbx", L_LLLLLL);
         static final MethodHandle TAG_PROBE_NB = ucp("ucp_tag_probe_nb", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
-                JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG));
+                JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG), CRITICAL);
         static final MethodHandle TAG_MSG_RECV_NBX = ucp("ucp_tag_msg_recv_nbx", L_LLLLL);
         static final MethodHandle STREAM_SEND_NBX = ucp("ucp_stream_send_nbx", L_LLLL);
         static final MethodHandle STREAM_RECV_NBX = ucp("ucp_stream_recv_nbx", L_LLLLL);
@@ -114,7 +120,7 @@ public final class Ucp {
         static final MethodHandle WORKER_FENCE = ucp("ucp_worker_fence", I_L);
         static final MethodHandle WORKER_FLUSH_NBX = ucp("ucp_worker_flush_nbx", L_LL);
         static final MethodHandle REQUEST_CANCEL = ucp("ucp_request_cancel", V_LL);
-        static final MethodHandle REQUEST_FREE = ucp("ucp_request_free", V_L);
+        static final MethodHandle REQUEST_FREE = ucp("ucp_request_free", V_L, CRITICAL);
         static final MethodHandle REQUEST_CHECK_STATUS = ucp("ucp_request_check_status", I_L, CRITICAL);
         static final MethodHandle TAG_RECV_REQUEST_TEST = ucp("ucp_tag_recv_request_test", I_LL, CRITICAL);
         static final MethodHandle STATUS_STRING = lookup(Lib.UCS, "ucs_status_string",
@@ -280,6 +286,11 @@ public final class Ucp {
 
     public static long tagSendNbx(long ep, long buffer, long count, long tag, long param) {
         try { return (long) Holder.TAG_SEND_NBX.invokeExact(ep, buffer, count, tag, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** {@code ucp_tag_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL} in param. */
+    public static long tagSendNow(long ep, long buffer, long count, long tag, long param) {
+        try { return (long) Holder.TAG_SEND_NOW.invokeExact(ep, buffer, count, tag, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static long tagRecvNbx(long worker, long buffer, long count, long tag, long mask, long param) {

@@ -1,0 +1,162 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link ProgressMode#CALLER}: the test thread owns the worker and runs every operation itself. A receive takes a
+ * message that is already waiting by its probe handle, and one posted before its message is polled; both must
+ * deliver the right bytes and report truncation.
+ */
+class CallerModeTest {
+    static final Duration T = Duration.ofSeconds(10);
+    static final long[] SIZES = {0, 8, 4096, 64 * 1024, 1 << 20}; // eager and rendezvous
+
+    interface Body {
+        void run(Ucx caller, Endpoint client, Endpoint server) throws Exception;
+    }
+
+    static void withCallerClient(Body body) throws Exception {
+        try (Ucx b = Ucx.open(); Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER))) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port(), T);
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                body.run(a, client, server);
+            }
+        }
+    }
+
+    /** Drives the caller-mode worker until {@code f} completes. */
+    static <T> T drive(Ucx caller, CompletableFuture<T> f) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!f.isDone()) {
+            caller.progress();
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("not completed within 10 s");
+            }
+        }
+        return f.get();
+    }
+
+    @Test
+    void receiveOfAMessageAlreadyWaitingTakesItByHandle() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : SIZES) {
+                    CompletableFuture<Long> sent = server.sendAsync(Data.pattern(arena, size, 3), 5);
+                    // let it arrive (and, for rendezvous, announce itself) before any receive is posted
+                    Data.eventually(() -> {
+                        a.progress();
+                        return client.probe(5, false) != null;
+                    });
+                    MemorySegment buf = arena.allocate(Math.max(1, size)).asSlice(0, size);
+                    assertEquals(size, client.recv(buf, 5, T));
+                    Data.verify(buf, size, 3);
+                    assertEquals(size, sent.get(10, TimeUnit.SECONDS));
+                }
+                // larger than the buffer: truncation, then the endpoint still works
+                server.send(Data.pattern(arena, 64, 4), 6);
+                Data.eventually(() -> {
+                    a.progress();
+                    return client.probe(6, false) != null;
+                });
+                MessageTruncatedException e = assertThrows(MessageTruncatedException.class,
+                        () -> client.recv(arena.allocate(16), 6, T));
+                assertTrue(e.getMessage().contains("UCS_ERR_MESSAGE_TRUNCATED"), e.getMessage());
+                server.send(Data.pattern(arena, 8, 5), 6);
+                MemorySegment after = arena.allocate(8);
+                assertEquals(8, client.recv(after, 6, T));
+                Data.verify(after, 8, 5);
+            }
+        });
+    }
+
+    @Test
+    void receivePostedBeforeItsMessageIsPolled() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : SIZES) {
+                    MemorySegment buf = arena.allocate(Math.max(1, size)).asSlice(0, size);
+                    // the server answers only after a pause, so the caller's receive is posted first
+                    CompletableFuture<Void> later = CompletableFuture.runAsync(() -> {
+                        sleep(50);
+                        server.send(Data.pattern(arena, size, 7), 8, T);
+                    });
+                    assertEquals(size, client.recv(buf, 8, T));
+                    Data.verify(buf, size, 7);
+                    later.get(10, TimeUnit.SECONDS);
+                }
+                CompletableFuture.runAsync(() -> {
+                    sleep(50);
+                    server.send(new byte[64], 9);
+                });
+                assertThrows(MessageTruncatedException.class, () -> client.recv(arena.allocate(16), 9, T));
+                // a timed-out caller-mode receive is withdrawn and leaves the next message alone
+                assertThrows(UcxTimeoutException.class, () -> client.recv(arena.allocate(8), 10,
+                        Duration.ofMillis(100)));
+                server.send(Data.pattern(arena, 8, 1), 10);
+                MemorySegment next = arena.allocate(8);
+                assertEquals(8, client.recv(next, 10, T));
+                Data.verify(next, 8, 1);
+            }
+        });
+    }
+
+    @Test
+    void asyncSendsAndReceivesFromTheOwnerThreadAllComplete() throws Exception {
+        withCallerClient((a, client, server) -> {
+            int n = 2000;
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment in = arena.allocate(8L * n);
+                CompletableFuture<Void> served = CompletableFuture.runAsync(() -> {
+                    for (int i = 0; i < n; i++) {
+                        server.recv(in.asSlice(8L * i, 8), 11, T);
+                    }
+                    server.send(new byte[] {1}, 12);
+                });
+                List<CompletableFuture<Long>> sends = new ArrayList<>();
+                MemorySegment out = arena.allocate(8L * n);
+                for (int i = 0; i < n; i++) {
+                    out.setAtIndex(java.lang.foreign.ValueLayout.JAVA_LONG, i, 1000L + i);
+                    sends.add(client.sendAsync(out.asSlice(8L * i, 8), 11));
+                }
+                byte[] done = new byte[1];
+                assertEquals(1, drive(a, client.recvAsync(done, 12)));
+                served.get(10, TimeUnit.SECONDS);
+                for (CompletableFuture<Long> s : sends) {
+                    assertEquals(8, drive(a, s));
+                }
+                for (int i = 0; i < n; i++) {
+                    assertEquals(1000L + i, in.getAtIndex(java.lang.foreign.ValueLayout.JAVA_LONG, i), "message " + i);
+                }
+                assertEquals(n, client.stats().messagesSent(), "sends completed inside the call are counted too");
+                assertEquals(8L * n, client.stats().bytesSent());
+                // a send that completed inside the call may share its future: it cannot be rewritten
+                CompletableFuture<Long> f = sends.get(0);
+                assertTrue(f.isDone());
+                assertEquals(false, f.complete(99L));
+                assertEquals(false, f.cancel(true));
+                assertEquals(8, f.join());
+            }
+        });
+    }
+
+    private static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
