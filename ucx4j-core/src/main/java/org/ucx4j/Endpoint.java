@@ -283,6 +283,9 @@ public final class Endpoint implements AutoCloseable {
     public CompletableFuture<Long> streamSendAsync(MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, false);
         ucx.checkOpen();
+        if (engine.streamSendNow(core, seg.address(), seg.byteSize())) {
+            return engine.completed(seg.byteSize());
+        }
         Op op = engine.streamSend(core, seg.address(), seg.byteSize(), 0, false);
         Ucx.keepAlive(op, seg);
         engine.submit(op);
@@ -297,6 +300,9 @@ public final class Endpoint implements AutoCloseable {
         long t = timeout == null ? -1 : Buffers.nanos(timeout);
         MemorySegment seg = Buffers.segment(buf, false);
         ucx.checkOpen();
+        if (engine.streamSendNow(core, seg.address(), seg.byteSize())) {
+            return;
+        }
         Op op = engine.streamSend(core, seg.address(), seg.byteSize(), 0, true);
         Ucx.keepAlive(op, seg);
         engine.submit(op);
@@ -371,18 +377,33 @@ public final class Endpoint implements AutoCloseable {
      * the wire exactly as given, with UCX AM id 0.
      */
     public CompletableFuture<Long> amSendAsync(MemorySegment header, MemorySegment payload) {
+        if (amSentNow(header, payload)) {
+            return engine.completed(payload.byteSize());
+        }
         Op op = amOp(header, payload, false);
         engine.submit(op);
         return op;
     }
 
     public void amSend(MemorySegment header, MemorySegment payload) {
-        engine.await(submitted(amOp(header, payload, true)), -1);
+        if (!amSentNow(header, payload)) {
+            engine.await(submitted(amOp(header, payload, true)), -1);
+        }
     }
 
     public void amSend(MemorySegment header, MemorySegment payload, Duration timeout) {
         long t = Buffers.nanos(timeout);
-        engine.await(submitted(amOp(header, payload, true)), t);
+        if (!amSentNow(header, payload)) {
+            engine.await(submitted(amOp(header, payload, true)), t);
+        }
+    }
+
+    /** The owner thread's short active messages go out inside the call (see {@link #sendAsync}). */
+    private boolean amSentNow(MemorySegment header, MemorySegment payload) {
+        Objects.requireNonNull(header, "header");
+        Objects.requireNonNull(payload, "payload");
+        ucx.checkOpen();
+        return engine.amSendNow(core, header, payload);
     }
 
     public void amSend(byte[] header, byte[] payload) {
@@ -424,7 +445,7 @@ public final class Endpoint implements AutoCloseable {
 
     private org.ucx4j.internal.engine.AmData take(byte kind, long timeoutNanos, String what) {
         ucx.checkOpen();
-        return engine.awaitFuture(engine.amTake(core, kind), timeoutNanos, what);
+        return engine.amTakeBlocking(core, kind, timeoutNanos, what);
     }
 
     // ---------------------------------------------------------------- frames and objects

@@ -425,14 +425,14 @@ public final class Ucx implements AutoCloseable {
 
     public AmMessage amRecv() {
         checkOpen();
-        return new AmMessage(engine.awaitFuture(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), -1,
+        return new AmMessage(engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, -1,
                 "active message receive"), null, options.checkedMessages());
     }
 
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkOpen();
-        return new AmMessage(engine.awaitFuture(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), t,
+        return new AmMessage(engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, t,
                 "active message receive"), null, options.checkedMessages());
     }
 

@@ -18,6 +18,7 @@ import org.junit.jupiter.api.Test;
  * message that is already waiting by its probe handle, and one posted before its message is polled; both must
  * deliver the right bytes and report truncation.
  */
+@org.junit.jupiter.api.Timeout(120)
 class CallerModeTest {
     static final Duration T = Duration.ofSeconds(10);
     static final long[] SIZES = {0, 8, 4096, 64 * 1024, 1 << 20}; // eager and rendezvous
@@ -148,6 +149,71 @@ class CallerModeTest {
                 assertEquals(false, f.complete(99L));
                 assertEquals(false, f.cancel(true));
                 assertEquals(8, f.join());
+            }
+        });
+    }
+
+    @Test
+    void activeMessagesBothWaysOnTheOwnerThread() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                byte[] header = {1, 2, 3};
+                for (long size : SIZES) {
+                    // caller -> server: short ones leave inside the call (heap payloads staged), long ones are ops
+                    MemorySegment heap = MemorySegment.ofArray(new byte[(int) size]);
+                    MemorySegment.copy(Data.pattern(arena, size, 11), 0, heap, 0, size);
+                    client.amSend(MemorySegment.ofArray(header), heap);
+                    client.amSend(MemorySegment.ofArray(header), Data.pattern(arena, size, 12));
+                    for (int seed : new int[] {11, 12}) {
+                        try (AmMessage m = server.amRecv(T)) {
+                            assertEquals(3, m.headerBytes().length);
+                            assertEquals(3, m.headerBytes()[2]);
+                            Data.verify(m.payload(), size, seed);
+                        }
+                    }
+                    // server -> caller: taken straight from the inbox while the caller progresses
+                    // (async: a rendezvous send completes only once the caller, progressing in amRecv, pulls it)
+                    CompletableFuture<Long> sent = server.amSendAsync(MemorySegment.ofArray(new byte[] {9}),
+                            Data.pattern(arena, size, 13));
+                    try (AmMessage m = client.amRecv(T)) {
+                        assertEquals(9, m.headerBytes()[0]);
+                        Data.verify(m.payload(), size, 13);
+                    }
+                    drive(a, sent);
+                }
+                assertEquals(2L * SIZES.length, server.stats().messagesReceived());
+                assertThrows(UcxTimeoutException.class, () -> client.amRecv(Duration.ofMillis(100)));
+                // a message that arrives after a timed-out receive is still delivered to the next one
+                server.amSend(MemorySegment.ofArray(new byte[0]), Data.pattern(arena, 8, 14));
+                try (AmMessage m = client.amRecv(T)) {
+                    Data.verify(m.payload(), 8, 14);
+                }
+            }
+        });
+    }
+
+    @Test
+    void streamsBothWaysOnTheOwnerThread() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : SIZES) {
+                    if (size == 0) {
+                        continue;
+                    }
+                    client.streamSend(Data.pattern(arena, size, 21));
+                    MemorySegment in = arena.allocate(size);
+                    assertEquals(size, server.streamRecv(in, T));
+                    Data.verify(in, size, 21);
+                    // the caller's receive is posted before the bytes come, then polled
+                    CompletableFuture<Void> later = CompletableFuture.runAsync(() -> {
+                        sleep(20);
+                        server.streamSend(Data.pattern(arena, size, 22));
+                    });
+                    MemorySegment back = arena.allocate(size);
+                    assertEquals(size, client.streamRecv(back, T));
+                    Data.verify(back, size, 22);
+                    later.get(10, TimeUnit.SECONDS);
+                }
             }
         });
     }

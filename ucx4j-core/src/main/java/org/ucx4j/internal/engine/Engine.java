@@ -125,6 +125,8 @@ public final class Engine {
     private final java.util.Set<ListenerCore> listeners = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
     private final MemorySegment reqParam, lenOut, pollfd, scratch, epParams;
+    /** Owner thread: staging for short active messages sent inside the call. */
+    private final MemorySegment sendScratch;
     private final java.util.concurrent.atomic.AtomicInteger connIds = new java.util.concurrent.atomic.AtomicInteger(1);
     private final byte[] workerAddress;
     final byte[] secret;
@@ -159,6 +161,7 @@ public final class Engine {
         this.pollfd = arena.allocate(8);
         this.scratch = arena.allocate(256, 16);
         this.epParams = arena.allocate(UCP_EP_PARAMS);
+        this.sendScratch = arena.allocate(1024, 16);
         for (int i = 0; i < freeSlots.length; i++) {
             freeSlots[i] = freeSlots.length - 1 - i;
         }
@@ -356,15 +359,58 @@ public final class Engine {
      * Owner thread only: sends a message UCX completes inside the call (its short protocol: no request, no
      * callback, {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). False when it cannot, from any other thread, on an
      * endpoint that is not open, or while a flight recording wants transfers: the caller then takes the
-     * ordinary path, which also reports errors.
+     * ordinary path, which also reports errors. UCX itself tries the short protocol first, so order is kept.
      */
     public boolean tagSendNow(EndpointCore ep, long address, long length, long tag) {
-        if (Thread.currentThread() != owner || stopRequested || ep.state != EndpointCore.OPEN || ep.failure != null
-                || (Jfr.AVAILABLE && Jfr.transfers)) {
+        if (!canSendNow(ep)) {
             return false;
         }
         setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
-        if (Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address()) != 0) {
+        return sentNow(ep, Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address()), length);
+    }
+
+    /** {@link #tagSendNow} for the stream API. */
+    public boolean streamSendNow(EndpointCore ep, long address, long length) {
+        if (!canSendNow(ep)) {
+            return false;
+        }
+        setParam(UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
+        return sentNow(ep, Ucp.streamSendNow(ep.handle, address, length, reqParam.address()), length);
+    }
+
+    /**
+     * {@link #tagSendNow} for a plain active message: the wire header (and a heap payload) are staged in the
+     * owner's scratch block, which UCX has copied by the time a short send returns.
+     */
+    public boolean amSendNow(EndpointCore ep, MemorySegment header, MemorySegment payload) {
+        long prefix = ep.raw ? 0 : AmWire.PREFIX;
+        long headerLength = prefix + header.byteSize();
+        long length = payload.byteSize();
+        if (!canSendNow(ep) || headerLength + (payload.isNative() ? 0 : length) > sendScratch.byteSize()) {
+            return false;
+        }
+        if (!ep.raw) {
+            AmWire.prefixAt(sendScratch, ep.peerConnId, AmWire.PLAIN);
+        }
+        MemorySegment.copy(header, 0, sendScratch, prefix, header.byteSize());
+        long buffer = payload.address();
+        if (!payload.isNative()) {
+            MemorySegment.copy(payload, 0, sendScratch, headerLength, length);
+            buffer = sendScratch.address() + headerLength;
+        }
+        setParam(UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
+        int amId = ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J;
+        return sentNow(ep, Ucp.amSendNow(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
+                reqParam.address()), length);
+    }
+
+    private boolean canSendNow(EndpointCore ep) {
+        return Thread.currentThread() == owner && !stopRequested && ep.state == EndpointCore.OPEN
+                && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers);
+    }
+
+    private static boolean sentNow(EndpointCore ep, long status, long length) {
+        if (status != Status.OK) {
             return false;
         }
         ep.stats.sent(length, 0);
@@ -520,6 +566,42 @@ public final class Engine {
             f.completeExceptionally(op.error);
         }
         return f;
+    }
+
+    /**
+     * A blocking receive of the next message of {@code kind}. The owner thread (caller mode) takes it straight
+     * from the inbox while it progresses the worker, with no future; any other thread waits on one.
+     */
+    public AmData amTakeBlocking(EndpointCore ep, byte kind, long timeoutNanos, String what) {
+        if (Thread.currentThread() != owner) {
+            return awaitFuture(amTake(ep, kind), timeoutNanos, what);
+        }
+        Inbox in = ep == null ? rawInbox : ep.inboxes[kind];
+        long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
+        idle = 0;
+        for (int turns = 1; ; turns++) {
+            Object entry = in.poll();
+            if (entry instanceof AmData m) {
+                return m;
+            }
+            if (entry != null) {
+                throw (UcxException) entry;
+            }
+            UcxException bad = stopRequested ? closedError(what) : ep == null ? null : ep.unusable(what);
+            if (bad != null) {
+                throw bad;
+            }
+            if (timeoutNanos >= 0 && (turns & 63) == 0 && System.nanoTime() - deadline >= 0) {
+                throw new UcxTimeoutException(what + " timed out after "
+                        + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms (" + Status.name(Status.ERR_TIMED_OUT)
+                        + ")", Status.ERR_TIMED_OUT);
+            }
+            if (progressOnce() == 0) {
+                idleStep(null);
+            } else {
+                idle = 0;
+            }
+        }
     }
 
     private void takeNow(SafeFuture<AmData> f, EndpointCore ep, byte kind) {
@@ -697,12 +779,14 @@ public final class Engine {
 
     /** Completes a polled receive if UCX is done with it (owner thread); true when it completed. */
     private boolean pollRecv(Op op) {
-        int st = Ucp.tagRecvRequestTest(op.request, scratch.address());
+        boolean stream = op.kind == Op.STREAM_RECV;
+        int st = stream ? Ucp.streamRecvRequestTest(op.request, lenOut.address())
+                : Ucp.tagRecvRequestTest(op.request, scratch.address());
         if (st == Status.INPROGRESS) {
             return false;
         }
-        long len = st == Status.OK ? scratch.get(JAVA_LONG, TRI_LENGTH) : 0;
-        long tag = st == Status.OK ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0;
+        long len = st != Status.OK ? 0 : stream ? lenOut.get(JAVA_LONG, 0) : scratch.get(JAVA_LONG, TRI_LENGTH);
+        long tag = st == Status.OK && !stream ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0;
         completeSlot(op.slot, op.request, st, len, tag);
         return true;
     }
@@ -895,7 +979,10 @@ public final class Engine {
                     return;
                 }
                 int slot = allocSlot(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+                // the owner thread's own blocking receive is polled (no upcall), like a tag receive
+                op.polled = op.blocking && op.waiter == owner;
+                setParam(op.polled ? UCP_OP_ATTR_FIELD_FLAGS
+                        : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                         Stubs.STREAM_RECV.address(), userData(slot), (int) op.mask);
                 long r = Ucp.streamRecvNbx(op.ep.handle, op.address, op.length, lenOut.address(),
                         reqParam.address());

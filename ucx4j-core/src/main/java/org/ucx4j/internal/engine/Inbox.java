@@ -24,6 +24,11 @@ final class Inbox {
         ready.add(entry);
     }
 
+    /** The oldest entry nobody waited for, or null (owner thread). */
+    Object poll() {
+        return ready.poll();
+    }
+
     /** Completes {@code f} from what is ready, or fails it with {@code unusable}, or queues it. */
     void take(SafeFuture<AmData> f, UcxException unusable) {
         Object entry = ready.poll();

@@ -97,6 +97,7 @@ public final class Ucp {
         static final MethodHandle TAG_SEND_NBX = ucp("ucp_tag_send_nbx", L_LLLLL);
         /** The same function for sends with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: no request, never a callback. */
         static final MethodHandle TAG_SEND_NOW = ucp("ucp_tag_send_nbx", L_LLLLL, CRITICAL);
+        static final MethodHandle STREAM_SEND_NOW = ucp("ucp_stream_send_nbx", L_LLLL, CRITICAL);
         static final MethodHandle TAG_RECV_NBX = ucp("ucp_tag_recv_nbx", L_LLLLLL);
         static final MethodHandle TAG_PROBE_NB = ucp("ucp_tag_probe_nb", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
                 JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG), CRITICAL);
@@ -107,6 +108,8 @@ public final class Ucp {
         static final MethodHandle SET_AM_RECV_HANDLER = ucp("ucp_worker_set_am_recv_handler", I_LL);
         static final MethodHandle AM_SEND_NBX = ucp("ucp_am_send_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
                 JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+        static final MethodHandle AM_SEND_NOW = ucp("ucp_am_send_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
+                JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG), CRITICAL);
         static final MethodHandle AM_RECV_DATA_NBX = ucp("ucp_am_recv_data_nbx", L_LLLLL);
         static final MethodHandle MEM_MAP = ucp("ucp_mem_map", I_LLL);
         static final MethodHandle MEM_UNMAP = ucp("ucp_mem_unmap", I_LL);
@@ -123,6 +126,7 @@ public final class Ucp {
         static final MethodHandle REQUEST_FREE = ucp("ucp_request_free", V_L, CRITICAL);
         static final MethodHandle REQUEST_CHECK_STATUS = ucp("ucp_request_check_status", I_L, CRITICAL);
         static final MethodHandle TAG_RECV_REQUEST_TEST = ucp("ucp_tag_recv_request_test", I_LL, CRITICAL);
+        static final MethodHandle STREAM_RECV_REQUEST_TEST = ucp("ucp_stream_recv_request_test", I_LL, CRITICAL);
         static final MethodHandle STATUS_STRING = lookup(Lib.UCS, "ucs_status_string",
                 FunctionDescriptor.of(ADDRESS, JAVA_INT), CRITICAL);
         static final MethodHandle POLL = libc("poll", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
@@ -297,6 +301,11 @@ public final class Ucp {
         try { return (long) Holder.TAG_RECV_NBX.invokeExact(worker, buffer, count, tag, mask, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
+    /** {@code ucp_stream_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}. */
+    public static long streamSendNow(long ep, long buffer, long count, long param) {
+        try { return (long) Holder.STREAM_SEND_NOW.invokeExact(ep, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
     public static long streamSendNbx(long ep, long buffer, long count, long param) {
         try { return (long) Holder.STREAM_SEND_NBX.invokeExact(ep, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
@@ -311,6 +320,11 @@ public final class Ucp {
 
     public static int setAmRecvHandler(long worker, long param) {
         try { return status((int) Holder.SET_AM_RECV_HANDLER.invokeExact(worker, param)); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** {@code ucp_am_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL} in param. */
+    public static long amSendNow(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
+        try { return (long) Holder.AM_SEND_NOW.invokeExact(ep, id, header, headerLength, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static long amSendNbx(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
@@ -379,6 +393,10 @@ public final class Ucp {
     }
 
     /** Status of a tag receive plus, once complete, its length and sender tag in {@code info}. */
+    public static int streamRecvRequestTest(long request, long lengthOut) {
+        try { return status((int) Holder.STREAM_RECV_REQUEST_TEST.invokeExact(request, lengthOut)); } catch (Throwable t) { throw rethrow(t); }
+    }
+
     public static int tagRecvRequestTest(long request, long info) {
         try { return status((int) Holder.TAG_RECV_REQUEST_TEST.invokeExact(request, info)); } catch (Throwable t) { throw rethrow(t); }
     }
