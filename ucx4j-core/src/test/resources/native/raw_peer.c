@@ -1,6 +1,7 @@
 /* A plain UCX program (no ucx4j) for the raw-interop test: prints its worker address in hex, reads the Java side's
- * address from stdin, then: receives tag 7 and echoes it back with tag 8, sends "hello from C" with tag 9, and
- * waits for tag 10 before exiting 0. Any failure exits non-zero. */
+ * address from stdin, then: receives tag 7 and echoes it back with tag 8, sends "hello from C" with tag 9; echoes
+ * two active messages (id 0; the second one large enough for rendezvous) back with the header's first byte
+ * changed to 'C'; echoes 16 stream bytes; and waits for tag 10 before exiting 0. Any failure exits non-zero. */
 #include <ucp/api/ucp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,14 +31,65 @@ static void send_tag(ucp_worker_h w, ucp_ep_h ep, const void *buf, size_t len, u
     wait_req(w, ucp_tag_send_nbx(ep, buf, len, tag, &p), "send");
 }
 
+/* the last active message: header, payload, and the rendezvous descriptor when its data is still remote */
+static char am_hdr[64];
+static size_t am_hdr_len, am_len;
+static void *am_data, *am_desc;
+static volatile int am_state; /* 0 nothing, 1 rendezvous pending, 2 complete */
+
+static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                          const ucp_am_recv_param_t *param) {
+    am_hdr_len = header_length < sizeof(am_hdr) ? header_length : sizeof(am_hdr);
+    memcpy(am_hdr, header, am_hdr_len);
+    am_len = length;
+    am_data = malloc(length ? length : 1);
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        am_desc = data;
+        am_state = 1;
+        return UCS_INPROGRESS;
+    }
+    memcpy(am_data, data, length);
+    am_state = 2;
+    return UCS_OK;
+}
+
+static void echo_am(ucp_worker_h w, ucp_ep_h ep) {
+    while (am_state == 0) ucp_worker_progress(w);
+    if (am_state == 1) {
+        ucp_request_param_t p; memset(&p, 0, sizeof(p));
+        wait_req(w, ucp_am_recv_data_nbx(w, am_desc, am_data, am_len, &p), "am recv data");
+    }
+    am_hdr[0] = 'C';
+    ucp_request_param_t p; memset(&p, 0, sizeof(p));
+    wait_req(w, ucp_am_send_nbx(ep, 0, am_hdr, am_hdr_len, am_data, am_len, &p), "am send");
+    free(am_data);
+    am_state = 0;
+}
+
+static void echo_stream(ucp_worker_h w, ucp_ep_h ep) {
+    char buf[16];
+    size_t got;
+    ucp_request_param_t p; memset(&p, 0, sizeof(p));
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
+    wait_req(w, ucp_stream_recv_nbx(ep, buf, sizeof(buf), &got, &p), "stream recv");
+    ucp_request_param_t sp; memset(&sp, 0, sizeof(sp));
+    wait_req(w, ucp_stream_send_nbx(ep, buf, sizeof(buf), &sp), "stream send");
+}
+
 int main(void) {
     ucp_params_t params; memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_TAG;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_STREAM;
     ucp_context_h ctx; ucp_worker_h w;
     ucp_worker_params_t wp; memset(&wp, 0, sizeof(wp));
     if (ucp_init(&params, NULL, &ctx) != UCS_OK) return 10;
     if (ucp_worker_create(ctx, &wp, &w) != UCS_OK) return 11;
+    ucp_am_handler_param_t hp; memset(&hp, 0, sizeof(hp));
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+    hp.id = 0;
+    hp.cb = am_cb;
+    if (ucp_worker_set_am_recv_handler(w, &hp) != UCS_OK) return 15;
     ucp_address_t *addr; size_t alen;
     if (ucp_worker_get_address(w, &addr, &alen) != UCS_OK) return 12;
     printf("ADDRESS ");
@@ -60,6 +112,9 @@ int main(void) {
     send_tag(w, ep, buf, n, 8);
     const char *hello = "hello from C";
     send_tag(w, ep, hello, strlen(hello), 9);
+    echo_am(w, ep);
+    echo_am(w, ep);
+    echo_stream(w, ep);
     recv_tag(w, buf, sizeof(buf), 10);
     ucp_request_param_t cp; memset(&cp, 0, sizeof(cp));
     cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;

@@ -117,6 +117,22 @@ class MessagingTest {
             byte[] hello = new byte[64];
             long n = ep.recv(hello, 9, T);
             assertEquals("hello from C", new String(hello, 0, (int) n, StandardCharsets.US_ASCII));
+            // active messages (AM id 0, header exactly as given) both ways: eager, then rendezvous
+            for (long size : new long[] {100, 4 << 20}) {
+                ep.amSend("Jhdr".getBytes(StandardCharsets.US_ASCII), Data.pattern(arena, size, 5).toArray(
+                        java.lang.foreign.ValueLayout.JAVA_BYTE));
+                try (AmMessage m = ucx.amRecv(T)) {
+                    assertEquals("Chdr", new String(m.headerBytes(), StandardCharsets.US_ASCII));
+                    Data.verify(m.payload(), size, 5);
+                    assertTrue(m.endpoint() == null, "a raw peer's message comes to the worker");
+                }
+            }
+            // stream bytes both ways
+            MemorySegment stream = Data.pattern(arena, 16, 6);
+            ep.streamSend(stream);
+            MemorySegment streamBack = arena.allocate(16);
+            assertEquals(16, ep.streamRecv(streamBack, T));
+            Data.verify(streamBack, 16, 6);
             ep.send(new byte[] {1}, 10, T);
             assertEquals("DONE", out.readLine());
             assertEquals(0, c.waitFor(20, TimeUnit.SECONDS) ? c.exitValue() : -1);
