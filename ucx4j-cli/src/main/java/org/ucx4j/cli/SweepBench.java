@@ -173,30 +173,60 @@ final class SweepBench implements Callable<Integer> {
     private Measurement measure(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, PerftestRuns perftest,
             String stack, String mode, long size) throws Exception {
         long iters = iterations(mode, size);
-        if (stack.equals("nio") && Measurement.RATE.equals(mode)) {
-            iters = Math.max(1, iters / 10); // ~0.2 M msg/s: a tenth keeps a NIO rate run near one second
+        if (stack.equals("nio") && !Measurement.BANDWIDTH.equals(mode)) {
+            // NIO is ~100x slower per message here: a tenth of the rate run and a quarter of the ping-pongs keep
+            // each NIO run near a second, with thousands of samples still behind its percentiles
+            iters = Math.max(1, iters / (Measurement.RATE.equals(mode) ? 10 : 4));
         }
         // the same warm-up for every stack; enough iterations for the JIT to finish with the Java ones
         boolean latency = Measurement.LATENCY.equals(mode);
         long warmup = Math.max(Math.min(iters, latency ? 10_000 : 50_000), iters / 10);
         return switch (stack) {
             case "ucx4j" -> {
-                if (latency) {
-                    yield UcxRuns.latency(apiKind, ep, size, iters, warmup);
-                }
-                UcxRuns.stream(apiKind, ucx, ep, mode, size, warmup, window);
-                yield UcxRuns.stream(apiKind, ucx, ep, mode, size, iters, window);
+                warmUp(stack + mode + size, () -> {
+                    if (latency) {
+                        UcxRuns.latency(apiKind, ep, size, warmup, 0);
+                    } else {
+                        UcxRuns.stream(apiKind, ucx, ep, mode, size, warmup, window);
+                    }
+                });
+                yield latency ? UcxRuns.latency(apiKind, ep, size, iters, 0)
+                        : UcxRuns.stream(apiKind, ucx, ep, mode, size, iters, window);
             }
             case "nio" -> {
-                if (latency) {
-                    yield NioRuns.latency(nio, size, iters, warmup);
-                }
-                NioRuns.stream(nio, mode, size, warmup);
-                yield NioRuns.stream(nio, mode, size, iters);
+                warmUp(stack + mode + size, () -> {
+                    if (latency) {
+                        NioRuns.latency(nio, size, warmup, 0);
+                    } else {
+                        NioRuns.stream(nio, mode, size, warmup);
+                    }
+                });
+                yield latency ? NioRuns.latency(nio, size, iters, 0) : NioRuns.stream(nio, mode, size, iters);
             }
             default -> perftest.run(apiKind, mode, size, iters, warmup);
         };
     }
+
+    /**
+     * A Java stack's warm-up: the first time a stack meets a mode and size it repeats for at least
+     * {@link #WARMUP_NANOS} (with two busy processes on two cores the JIT's compiler threads get little CPU, and a
+     * fixed count measured the interpreter at the first sizes); later rounds run one pass.
+     */
+    private void warmUp(String what, Pass pass) throws Exception {
+        boolean first = warmed.add(what);
+        long t0 = System.nanoTime();
+        do {
+            pass.run();
+        } while (first && System.nanoTime() - t0 < WARMUP_NANOS);
+    }
+
+    private final java.util.Set<String> warmed = new java.util.HashSet<>();
+
+    interface Pass {
+        void run() throws Exception;
+    }
+
+    private static final long WARMUP_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
 
     /** Iteration counts: enough to last ~0.1-0.5 s per run on a laptop-class machine. */
     long iterations(String mode, long size) {

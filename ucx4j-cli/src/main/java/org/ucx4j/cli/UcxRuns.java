@@ -45,12 +45,13 @@ final class UcxRuns {
                 Api api = Api.values()[(int) (word >>> 4)];
                 long size = cmd.getAtIndex(ValueLayout.JAVA_LONG, 1);
                 long total = cmd.getAtIndex(ValueLayout.JAVA_LONG, 2);
+                int window = (int) cmd.getAtIndex(ValueLayout.JAVA_LONG, 3);
                 MemorySegment b = buf.asSlice(0, size);
                 if (mode == QUIT) {
                     return;
                 }
                 switch (api) {
-                    case TAG -> serveTag(ep, mode, b, total);
+                    case TAG -> serveTag(ucx, ep, mode, b, total, window);
                     case AM -> {
                         for (long i = 0; i < total; i++) {
                             try (AmMessage m = ep.amRecv()) {
@@ -85,15 +86,37 @@ final class UcxRuns {
 
     private static final MemorySegment EMPTY = MemorySegment.ofArray(new byte[0]);
 
-    private static void serveTag(Endpoint ep, long mode, MemorySegment b, long total) {
-        // like ucx_perftest's receiver: one receive at a time (tag_bw waits for each before posting the next)
-        for (long i = 0; i < total; i++) {
-            ep.recv(b, DATA);
-            if (mode == PING_PONG) {
-                ep.send(b, DATA);
+    private static void serveTag(Ucx ucx, Endpoint ep, long mode, MemorySegment b, long total, int window) {
+        if (mode == PING_PONG || b.byteSize() < PREPOST_MIN) {
+            // like ucx_perftest's receiver: one receive at a time; small messages are taken from UCX's unexpected
+            // queue by their probe handle, without an upcall
+            for (long i = 0; i < total; i++) {
+                ep.recv(b, DATA);
+                if (mode == PING_PONG) {
+                    ep.send(b, DATA);
+                }
+            }
+            return;
+        }
+        // larger messages: a window of receives posted ahead, so each rendezvous starts as soon as it is announced
+        @SuppressWarnings("unchecked")
+        CompletableFuture<Long>[] ring = new CompletableFuture[window];
+        long posted = 0;
+        for (; posted < Math.min(window, total); posted++) {
+            ring[(int) (posted % window)] = ep.recvAsync(b, DATA);
+        }
+        for (long done = 0; done < total; done++) {
+            CompletableFuture<Long> f = ring[(int) (done % window)];
+            await(ucx, f);
+            if (posted < total) {
+                ring[(int) (posted % window)] = ep.recvAsync(b, DATA);
+                posted++;
             }
         }
     }
+
+    /** From this size on the server posts its receives ahead (rendezvous sizes on shared memory). */
+    static final long PREPOST_MIN = 16 * 1024;
 
     static void quit(Endpoint ep) {
         try (Arena a = Arena.ofConfined()) {
