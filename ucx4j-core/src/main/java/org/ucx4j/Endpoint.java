@@ -411,20 +411,54 @@ public final class Endpoint implements AutoCloseable {
                 MemorySegment.ofArray(Objects.requireNonNull(payload, "payload")));
     }
 
+    /**
+     * Hands every active message of this endpoint to {@code handler} as it lands, on the worker's progress thread,
+     * in arrival order, instead of keeping it for {@link #amRecv()}; messages that arrived earlier go first. Saves
+     * the hand-off to a receiving thread (UCXX's AM receiver callback), for code that owns its latency: the
+     * handler must be quick and must never block, since the worker makes no progress meanwhile. It may keep the
+     * message and close it later from any thread; the async methods it calls start without a hand-off. If it
+     * throws, the error is logged and the message closed. Set once; afterwards {@code amRecv} fails with
+     * {@link IllegalStateException}, and so do receives that were waiting. A failed endpoint reports through
+     * {@link #onClose}.
+     */
+    public void onActiveMessage(java.util.function.Consumer<AmMessage> handler) {
+        Objects.requireNonNull(handler, "handler");
+        ucx.checkOpen();
+        if (!core.claimAmHandler()) {
+            throw new IllegalStateException("this endpoint already has an active-message handler");
+        }
+        boolean checked = ucx.options().checkedMessages();
+        engine.setAmHandler(core, d -> handler.accept(new AmMessage(d, this, checked)), handlerSet());
+    }
+
+    private IllegalStateException handlerSet() {
+        return new IllegalStateException("active messages of this endpoint go to its handler (onActiveMessage), "
+                + "not to amRecv");
+    }
+
+    private void checkNoHandler() {
+        if (core.hasAmHandler()) {
+            throw handlerSet();
+        }
+    }
+
     /** The next active message the peer sent to this endpoint (in arrival order), in receiver-allocated memory. */
     public CompletableFuture<AmMessage> amRecvAsync() {
         ucx.checkOpen();
+        checkNoHandler();
         boolean checked = ucx.options().checkedMessages();
         return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this, checked));
     }
 
     public AmMessage amRecv() {
+        checkNoHandler();
         return new AmMessage(take(AmWire.PLAIN, -1, "active message receive"), this,
                 ucx.options().checkedMessages());
     }
 
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
+        checkNoHandler();
         return new AmMessage(take(AmWire.PLAIN, t, "active message receive"), this,
                 ucx.options().checkedMessages());
     }

@@ -113,6 +113,64 @@ class ActiveMessageTest {
     }
 
     @Test
+    void handlerTakesMessagesOnTheProgressThreadInOrder() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            try (Arena arena = Arena.ofShared()) {
+                // one message arrives before the handler is set: it goes to the handler first
+                client.amSend(header(1), Data.pattern(arena, 1, 3).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
+                Data.eventually(() -> server.stats().messagesReceived() == 1);
+                java.util.concurrent.LinkedBlockingQueue<Object> got = new java.util.concurrent.LinkedBlockingQueue<>();
+                java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+                server.onActiveMessage(m -> {
+                    if (calls.incrementAndGet() == 2) {
+                        throw new IllegalStateException("a handler failure is logged, not fatal");
+                    }
+                    got.add(Thread.currentThread().isVirtual() + " " + Thread.currentThread().getName());
+                    got.add(m); // kept: closed later by the test thread
+                    // an echo started from the handler itself
+                    server.amSendAsync(MemorySegment.ofArray(m.headerBytes()), m.payload());
+                });
+                assertThrows(IllegalStateException.class, server::amRecv);
+                assertThrows(IllegalStateException.class, () -> server.onActiveMessage(m -> { }));
+
+                long[] sizes = {4, 1 << 20}; // the first one makes the handler throw; 1 MiB is rendezvous
+                for (long size : sizes) {
+                    client.amSend(header(size), Data.pattern(arena, size, 3).toArray(
+                            java.lang.foreign.ValueLayout.JAVA_BYTE));
+                }
+                for (long size : new long[] {1, 1 << 20}) {
+                    String thread = (String) got.poll(10, TimeUnit.SECONDS);
+                    assertTrue(thread.startsWith("false ucx4j-progress-"), thread);
+                    try (AmMessage m = (AmMessage) got.poll(10, TimeUnit.SECONDS)) {
+                        assertArrayEquals(header(size), m.headerBytes());
+                        Data.verify(m.payload(), size, 3);
+                        // the echo the handler sent
+                        try (AmMessage echo = client.amRecv(T)) {
+                            assertArrayEquals(header(size), echo.headerBytes());
+                            Data.verify(echo.payload(), size, 3);
+                        }
+                    }
+                }
+                assertEquals(3, calls.get());
+                Data.eventually(() -> alloc.outstanding.get() == 0); // kept, thrown-on and echoed: all given back
+            }
+        });
+    }
+
+    @Test
+    void settingAHandlerFailsReceivesStillWaiting() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            CompletableFuture<AmMessage> waiting = server.amRecvAsync();
+            server.onActiveMessage(AmMessage::close);
+            ExecutionException e = assertThrows(ExecutionException.class, () -> waiting.get(10, TimeUnit.SECONDS));
+            assertInstanceOf(IllegalStateException.class, e.getCause());
+            assertThrows(IllegalStateException.class, () -> server.amRecv(T));
+            client.amSend(new byte[0], new byte[8]);
+            Data.eventually(() -> server.stats().messagesReceived() == 1 && alloc.outstanding.get() == 0);
+        });
+    }
+
+    @Test
     void checkedMessagesFailCleanlyOnAccessAfterClose() throws Exception {
         pair(UcxOptions.defaults().withCheckedMessages(true), (client, server, alloc) -> {
             client.amSend(new byte[0], new byte[] {1, 2, 3});

@@ -45,6 +45,19 @@ public final class EndpointCore {
     int pendingCount;
     final SafeFuture<Void> closed;
     final List<Consumer<Throwable>> closeCallbacks = new CopyOnWriteArrayList<>();
+    /** Takes plain active messages on the owner thread instead of the inbox, once set (owner thread writes). */
+    Consumer<AmData> amHandler;
+    private final java.util.concurrent.atomic.AtomicBoolean amHandlerClaimed =
+            new java.util.concurrent.atomic.AtomicBoolean();
+
+    /** True for the one caller that may set this endpoint's active-message handler. */
+    public boolean claimAmHandler() {
+        return amHandlerClaimed.compareAndSet(false, true);
+    }
+
+    public boolean hasAmHandler() {
+        return amHandlerClaimed.get();
+    }
     /** Set by the API layer: the public object handed to users. */
     public volatile Object facade;
 

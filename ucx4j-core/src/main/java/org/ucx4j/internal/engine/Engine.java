@@ -644,7 +644,7 @@ public final class Engine {
             throw new CanceledException(what + " interrupted (" + Status.name(Status.ERR_CANCELED) + ")",
                     Status.ERR_CANCELED, e);
         } catch (java.util.concurrent.ExecutionException e) {
-            if (e.getCause() instanceof UcxException u) {
+            if (e.getCause() instanceof RuntimeException u) {
                 throw u;
             }
             throw new UcxException(what + " failed: " + e.getCause(), 0, e.getCause());
@@ -1390,7 +1390,7 @@ public final class Engine {
             if (ep != null) {
                 ep.stats.received(length, 0);
             }
-            inbox.deliver(m);
+            deliver(ep, inbox, m);
             if (ep != null) {
                 checkCloseAfter(ep);
             }
@@ -1419,6 +1419,47 @@ public final class Engine {
         return Status.INPROGRESS;
     }
 
+    /**
+     * A message is complete: to its endpoint's handler (after UCX's progress call returns, still on the owner
+     * thread), or to its inbox.
+     */
+    private void deliver(EndpointCore ep, Inbox inbox, AmData m) {
+        if (ep != null && m.kind == AmWire.PLAIN && ep.amHandler != null) {
+            deferred.add(() -> handle(ep, m));
+        } else {
+            inbox.deliver(m);
+        }
+    }
+
+    private static void handle(EndpointCore ep, AmData m) {
+        try {
+            ep.amHandler.accept(m);
+        } catch (Throwable t) {
+            LOG.error("ucx4j: active-message handler of {} failed; message dropped", ep.peer, t);
+            m.free();
+        }
+    }
+
+    /**
+     * Routes the endpoint's plain active messages to {@code handler} on the owner thread from now on; those that
+     * already arrived go first, in order, and receives still waiting fail with {@code waiting}.
+     */
+    public void setAmHandler(EndpointCore ep, Consumer<AmData> handler, RuntimeException waiting) {
+        execute(() -> {
+            ep.amHandler = handler;
+            Inbox in = ep.inboxes[AmWire.PLAIN];
+            in.failWaiters(waiting);
+            Object entry;
+            while ((entry = in.poll()) != null) {
+                if (entry instanceof AmData m) {
+                    handle(ep, m);
+                } else {
+                    LOG.warn("ucx4j: {} lost an active message before its handler was set: {}", ep.peer, entry);
+                }
+            }
+        });
+    }
+
     /** A rendezvous payload finished arriving (or failed). */
     private void amDataDone(Op op, int status) {
         AmData m = op.attachment;
@@ -1427,7 +1468,7 @@ public final class Engine {
             if (ep != null) {
                 ep.stats.received(op.length, op.startedAt);
             }
-            op.inbox.deliver(m);
+            deliver(ep, op.inbox, m);
             if (ep != null) {
                 checkCloseAfter(ep);
             }

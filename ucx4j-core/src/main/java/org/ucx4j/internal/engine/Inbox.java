@@ -51,7 +51,7 @@ final class Inbox {
     }
 
     /** Fails every waiting receive (the endpoint is gone); what already arrived stays readable. */
-    void failWaiters(UcxException e) {
+    void failWaiters(RuntimeException e) {
         SafeFuture<AmData> w;
         while ((w = waiters.poll()) != null) {
             w.completeExceptionally(e);

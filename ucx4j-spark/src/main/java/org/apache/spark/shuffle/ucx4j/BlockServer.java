@@ -32,6 +32,8 @@ import scala.Option;
 final class BlockServer implements ConnectionHandler {
     private static final Logger LOG = LoggerFactory.getLogger(BlockServer.class);
     private static final MemorySegment EMPTY = MemorySegment.ofArray(new byte[0]);
+    private static final java.util.concurrent.Executor UNMAP = task -> Thread.ofVirtual().name("ucx4j-unmap")
+            .start(task);
 
     private final ShuffleBlockResolver resolver;
     private final Set<Endpoint> clients = ConcurrentHashMap.newKeySet();
@@ -87,7 +89,9 @@ final class BlockServer implements ConnectionHandler {
             }
             sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, i)), data);
         }
-        CompletableFuture.allOf(sends).whenComplete((v, t) -> arena.close());
+        // closing a shared arena is a handshake with every thread of the JVM: never on ucx4j's progress thread,
+        // which completes the last send
+        CompletableFuture.allOf(sends).whenCompleteAsync((v, t) -> arena.close(), UNMAP);
     }
 
     /** The block's bytes without copying them into the heap: a mapping of its file region where there is one. */
