@@ -42,6 +42,55 @@ class ConfigAndInfoTest {
     }
 
     @Test
+    void transportOptionsGoToTheEnvironmentUcxReadsThemFrom() throws Throwable {
+        // POSIX_FIFO_MAX_POLL is no UCP option: UCX 1.13 takes it in ucp_config_modify but never applies it; the
+        // process environment, which its interfaces read when they open, does. (A receiver-side knob: the shm
+        // FIFO size itself must match in every process, so a test JVM must not change it for later tests.)
+        try (Ucx ucx = Ucx.open(UcxOptions.defaults().with("UCX_POSIX_FIFO_MAX_POLL", "32"))) {
+            assertEquals("32", nativeGetenv("UCX_POSIX_FIFO_MAX_POLL"));
+            assertTrue(ucx.workerAddress().toBytes().length > 0);
+        }
+        // UCP options still go to the configuration, not the environment
+        try (Ucx ucx = Ucx.open(UcxOptions.defaults().with("RNDV_THRESH", "54321"))) {
+            assertEquals("54321", ucx.config().get("RNDV_THRESH"));
+            assertEquals(null, nativeGetenv("UCX_RNDV_THRESH"));
+        }
+    }
+
+    @Test
+    void sameHostPeersWithDifferentSharedMemoryFifosAreRefusedNotCorrupted() throws Throwable {
+        // UCX sizes a peer's shm FIFO with the sender's own setting: unequal sizes would write past the smaller one
+        try (Ucx small = Ucx.open(); Listener l = small.listen(0, ep -> { })) {
+            try (Ucx big = Ucx.open(UcxOptions.defaults().with("POSIX_FIFO_SIZE", "128"))) {
+                UcxException e = assertThrows(UcxException.class, () -> big.connect("127.0.0.1", l.port()));
+                assertTrue(e.getMessage().contains("UCX_POSIX_FIFO_SIZE=128")
+                        && e.getMessage().contains("UCX_POSIX_FIFO_SIZE=64")
+                        && e.getMessage().contains("UCS_ERR_UNSUPPORTED"), e.getMessage());
+            } finally {
+                // the environment is the process's: give later tests (and the peers they start) UCX's default back
+                Ucx.open(UcxOptions.defaults().with("POSIX_FIFO_SIZE", "64")).close();
+            }
+            assertEquals("64", nativeGetenv("UCX_POSIX_FIFO_SIZE"));
+            try (Ucx same = Ucx.open(); Endpoint ep = same.connect("127.0.0.1", l.port())) {
+                assertTrue(ep.isAlive(), "equal settings connect");
+            }
+        }
+    }
+
+    /** getenv as UCX sees it (System.getenv is a copy taken at JVM start). */
+    static String nativeGetenv(String name) throws Throwable {
+        java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
+        java.lang.invoke.MethodHandle getenv = linker.downcallHandle(linker.defaultLookup().find("getenv").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.ADDRESS,
+                        java.lang.foreign.ValueLayout.ADDRESS));
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment v = (java.lang.foreign.MemorySegment) getenv.invokeExact(
+                    a.allocateFrom(name));
+            return v.address() == 0 ? null : v.reinterpret(Long.MAX_VALUE).getString(0);
+        }
+    }
+
+    @Test
     void infoDescribesContextAndWorker() {
         try (Ucx ucx = Ucx.open()) {
             String info = ucx.info();

@@ -129,6 +129,8 @@ public final class Engine {
     private final MemorySegment sendScratch;
     private final java.util.concurrent.atomic.AtomicInteger connIds = new java.util.concurrent.atomic.AtomicInteger(1);
     private final byte[] workerAddress;
+    /** The shared-memory settings UCX needs equal on both sides of a same-host connection (see Handshake). */
+    final String shmSettings;
     final byte[] secret;
     final long handshakeTimeoutNanos;
     private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
@@ -200,6 +202,7 @@ public final class Engine {
             }
             this.efd = fd.get(JAVA_INT, 0);
             this.workerAddress = Ucp.workerAddress(wrk);
+            this.shmSettings = shmSettings();
         } catch (RuntimeException e) {
             arena.close();
             throw e;
@@ -255,6 +258,12 @@ public final class Engine {
                 if (environmentWins && System.getenv("UCX_" + key) != null) {
                     continue;
                 }
+                if (!UcpKeys.SET.contains(key) && !Ucp.isGlobalOption(key)) {
+                    // a transport option (POSIX_FIFO_SIZE, TCP_...): UCX 1.13 accepts it in ucp_config_modify but
+                    // never applies it ("invalid configuration"); its interfaces read it from the environment
+                    Ucp.setenv("UCX_" + key, e.getValue(), true);
+                    continue;
+                }
                 int st = Ucp.configModify(config, a.allocateFrom(key).address(), a.allocateFrom(e.getValue()).address());
                 if (st != Status.OK) {
                     Ucp.configRelease(config);
@@ -275,6 +284,49 @@ public final class Engine {
             return Ucp.capture(f -> Ucp.configPrint(config, f, title.address(), UCS_CONFIG_PRINT_CONFIG));
         } finally {
             Ucp.configRelease(config);
+        }
+    }
+
+    /**
+     * UCX's shared-memory transports size a peer's receive FIFO with the sender's own settings, so two processes
+     * with different FIFO sizes corrupt each other's memory. These are the settings a same-host peer must share
+     * (as UCX will use them: the environment when the worker was created, else UCX's default).
+     */
+    private static String shmSettings() {
+        StringBuilder b = new StringBuilder();
+        for (String key : new String[] {"POSIX_FIFO_SIZE", "SYSV_FIFO_SIZE"}) {
+            String v = Ucp.getenv("UCX_" + key);
+            b.append(b.isEmpty() ? "" : " ").append("UCX_").append(key).append('=').append(v == null ? "64" : v);
+        }
+        return b.toString();
+    }
+
+    /** The options in UCP's own table, hidden ones included (what {@code ucp_config_print} can list). */
+    private static final class UcpKeys {
+        static final java.util.Set<String> SET = read();
+
+        private static java.util.Set<String> read() {
+            java.util.Set<String> keys = new java.util.HashSet<>();
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment out = a.allocate(JAVA_LONG);
+                check(Ucp.configRead(0, 0, out.address()), "ucp_config_read");
+                long config = out.get(JAVA_LONG, 0);
+                MemorySegment title = a.allocateFrom("");
+                String text;
+                try {
+                    text = Ucp.capture(f -> Ucp.configPrint(config, f, title.address(),
+                            UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HIDDEN));
+                } finally {
+                    Ucp.configRelease(config);
+                }
+                for (String line : text.split("\n")) {
+                    int eq = line.indexOf('=');
+                    if (line.startsWith("UCX_") && eq > 4) {
+                        keys.add(line.substring(4, eq));
+                    }
+                }
+            }
+            return keys;
         }
     }
 

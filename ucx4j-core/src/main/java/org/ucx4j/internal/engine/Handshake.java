@@ -19,7 +19,9 @@ import org.ucx4j.internal.ffi.Status;
 /**
  * The ucx4j connection handshake, run over a plain TCP socket before any UCX endpoint exists:
  * <ol>
- *   <li>both sides send a hello: magic, protocol version, flags, connection id, pid, host name, a fresh nonce;
+ *   <li>both sides send a hello: magic, protocol version, flags, connection id, pid, host name, shared-memory
+ *       settings, a fresh nonce; two processes on one host whose shared-memory FIFO sizes differ are refused,
+ *       since UCX would write past the smaller FIFO;
  *   <li>with a shared secret, each side proves it with HMAC-SHA256 over the other's nonce and says OK or REJECT;
  *   <li>only then are the UCX worker addresses exchanged, so an unauthenticated peer never learns ours.
  * </ol>
@@ -29,7 +31,7 @@ import org.ucx4j.internal.ffi.Status;
  */
 final class Handshake {
     static final int MAGIC = 0x55435834; // "UCX4"
-    static final int VERSION = 2;
+    static final int VERSION = 3;
     static final int FLAG_SECRET = 1;
     static final int MAX_ADDRESS = 1 << 20;
     static final int NONCE = 16;
@@ -48,8 +50,8 @@ final class Handshake {
      * @throws UcxException for a peer that is not ucx4j, speaks another version, or fails authentication
      * @throws IOException when the socket fails or times out
      */
-    static Peer run(Socket s, boolean client, int connId, byte[] ourAddress, byte[] secret, String peerName)
-            throws IOException {
+    static Peer run(Socket s, boolean client, int connId, byte[] ourAddress, byte[] secret, String shmSettings,
+            String peerName) throws IOException {
         DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream(), 512));
         DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 512));
         byte[] ourNonce = new byte[NONCE];
@@ -60,6 +62,7 @@ final class Handshake {
         out.writeInt(connId);
         out.writeLong(ProcessHandle.current().pid());
         out.writeUTF(LOCAL_HOST);
+        out.writeUTF(shmSettings);
         out.write(ourNonce);
         out.flush();
 
@@ -76,11 +79,16 @@ final class Handshake {
         int peerConnId = in.readInt();
         long pid = in.readLong();
         String host = in.readUTF();
+        String peerShm = in.readUTF();
         byte[] peerNonce = in.readNBytes(NONCE);
         if (peerNonce.length != NONCE) {
             throw new EOFException("handshake cut short");
         }
 
+        if (host.equals(LOCAL_HOST) && !peerShm.equals(shmSettings)) {
+            throw fail(peerName, "shared-memory settings differ (ours: " + shmSettings + "; the peer's: " + peerShm
+                    + "); UCX needs them equal in every process on one host", Status.ERR_UNSUPPORTED);
+        }
         boolean peerHasSecret = (flags & FLAG_SECRET) != 0;
         if (secret == null && peerHasSecret) {
             throw fail(peerName, "the peer requires a shared secret and none is configured here",

@@ -256,6 +256,7 @@ public final class Structs {
     public static final int UCP_MEM_MAP_PROT_REMOTE_WRITE = 1 << 9;
     public static final int UCS_MEMORY_TYPE_HOST = 0;
     public static final int UCS_CONFIG_PRINT_CONFIG = 1;
+    public static final int UCS_CONFIG_PRINT_HIDDEN = 1 << 3;
     public static final int UCS_CONFIG_PRINT_HEADER = 2;
     public static final int AF_INET = 2;
     public static final int AF_INET6 = 10;
@@ -366,6 +367,7 @@ public final class Structs {
         m.put("UCP_MEM_MAP_PROT_REMOTE_WRITE", (long) UCP_MEM_MAP_PROT_REMOTE_WRITE);
         m.put("UCS_MEMORY_TYPE_HOST", (long) UCS_MEMORY_TYPE_HOST);
         m.put("UCS_CONFIG_PRINT_CONFIG", (long) UCS_CONFIG_PRINT_CONFIG);
+        m.put("UCS_CONFIG_PRINT_HIDDEN", (long) UCS_CONFIG_PRINT_HIDDEN);
         m.put("UCS_CONFIG_PRINT_HEADER", (long) UCS_CONFIG_PRINT_HEADER);
         m.put("AF_INET", (long) AF_INET);
         m.put("AF_INET6", (long) AF_INET6);

@@ -129,11 +129,16 @@ public final class Ucp {
         static final MethodHandle STREAM_RECV_REQUEST_TEST = ucp("ucp_stream_recv_request_test", I_LL, CRITICAL);
         static final MethodHandle STATUS_STRING = lookup(Lib.UCS, "ucs_status_string",
                 FunctionDescriptor.of(ADDRESS, JAVA_INT), CRITICAL);
+        static final MethodHandle GLOBAL_OPTS_GET = lookup(Lib.UCS, "ucs_global_opts_get_value",
+                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
         static final MethodHandle POLL = libc("poll", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
         static final MethodHandle OPEN_MEMSTREAM = libc("open_memstream", L_LL);
         static final MethodHandle FCLOSE = libc("fclose", I_L);
         static final MethodHandle FREE = libc("free", V_L);
         static final MethodHandle MALLOC = libc("malloc", L_L);
+        static final MethodHandle GETENV = libc("getenv", L_L);
+        static final MethodHandle SETENV = libc("setenv", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG,
+                JAVA_INT));
         static final Throwable FAILURE = failure;
 
         private static MethodHandle ucp(String name, FunctionDescriptor fd, Linker.Option... options) {
@@ -415,6 +420,46 @@ public final class Ucp {
     /** libc poll(2) on one fd for POLLIN; returns poll's result. */
     public static int poll(long pollfd, int timeoutMs) {
         try { return (int) Holder.POLL.invokeExact(pollfd, 1L, timeoutMs); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /** True when {@code name} (without {@code UCX_}) is one of libucs's global options (LOG_LEVEL...). */
+    public static boolean isGlobalOption(String name) {
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment value = a.allocate(256);
+            return status((int) Holder.GLOBAL_OPTS_GET.invokeExact(a.allocateFrom(name).address(), value.address(),
+                    256L)) == Status.OK;
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** libc {@code getenv}: the environment as UCX sees it ({@link System#getenv} is a copy from JVM start). */
+    public static String getenv(String name) {
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            long p = (long) Holder.GETENV.invokeExact(a.allocateFrom(name).address());
+            return p == 0 ? null : NativeAccess.cString(NativeAccess.view(p, Long.MAX_VALUE));
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** libc {@code setenv}: the process environment UCX reads its transport options from. */
+    public static void setenv(String name, String value, boolean overwrite) {
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            int rc = (int) Holder.SETENV.invokeExact(a.allocateFrom(name).address(), a.allocateFrom(value).address(),
+                    overwrite ? 1 : 0);
+            if (rc != 0) {
+                throw new IllegalStateException("setenv " + name + " failed");
+            }
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public static long malloc(long size) {

@@ -142,8 +142,10 @@ class UcxShuffleClusterTest {
         String[] hostPort = servers.get(0).split(":");
         String host = hostPort[0];
         int port = Integer.parseInt(hostPort[1]);
+        // the executors' UCX settings (same-host peers must share the shared-memory FIFO size)
+        UcxOptions base = new UcxShuffleConf(spark.sparkContext().getConf()).ucxOptions();
         // control: with the application secret, a request for a block that does not exist gets an ERROR answer
-        try (Ucx friend = Ucx.open(UcxOptions.defaults().withSecret(SECRET.getBytes(StandardCharsets.UTF_8)));
+        try (Ucx friend = Ucx.open(base.withSecret(SECRET.getBytes(StandardCharsets.UTF_8)));
                 Endpoint ep = friend.connect(host, port, Duration.ofSeconds(5))) {
             ep.amSend(Wire.header(Wire.FETCH, 7, 1), "shuffle_999_0_0".getBytes(StandardCharsets.UTF_8));
             try (AmMessage m = ep.amRecv(Duration.ofSeconds(10))) {
@@ -154,7 +156,7 @@ class UcxShuffleClusterTest {
             }
         }
         // without it (none, or a wrong one) the handshake is rejected before any request is read
-        for (UcxOptions o : List.of(UcxOptions.defaults(), UcxOptions.defaults().withSecret("guess".getBytes()))) {
+        for (UcxOptions o : List.of(base, base.withSecret("guess".getBytes()))) {
             try (Ucx intruder = Ucx.open(o)) {
                 UcxException e = assertThrows(UcxException.class,
                         () -> intruder.connect(host, port, Duration.ofSeconds(5)).close());
