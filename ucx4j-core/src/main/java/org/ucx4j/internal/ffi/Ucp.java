@@ -428,8 +428,6 @@ public final class Ucp {
             MemorySegment value = a.allocate(256);
             return status((int) Holder.GLOBAL_OPTS_GET.invokeExact(a.allocateFrom(name).address(), value.address(),
                     256L)) == Status.OK;
-        } catch (RuntimeException | Error e) {
-            throw e;
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -440,8 +438,6 @@ public final class Ucp {
         try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
             long p = (long) Holder.GETENV.invokeExact(a.allocateFrom(name).address());
             return p == 0 ? null : NativeAccess.cString(NativeAccess.view(p, Long.MAX_VALUE));
-        } catch (RuntimeException | Error e) {
-            throw e;
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -455,8 +451,6 @@ public final class Ucp {
             if (rc != 0) {
                 throw new IllegalStateException("setenv " + name + " failed");
             }
-        } catch (RuntimeException | Error e) {
-            throw e;
         } catch (Throwable t) {
             throw rethrow(t);
         }
