@@ -776,18 +776,22 @@ public final class Engine {
         boolean timedOut = false;
         if (Thread.currentThread() == owner) {
             // caller-driven: progress ourselves; the clock is read only when there is a deadline, every 64 turns
+            // a polled receive completes inside a progress call that did some work: it is tested after those (and
+            // every 64 turns, in case UCX completed it without counting an event)
             idle = 0;
             int turns = 0;
+            boolean test = true;
             while (!op.done) {
-                if (timeoutNanos >= 0 && !op.cancelRequested && (++turns & 63) == 0
-                        && System.nanoTime() - deadline >= 0) {
+                boolean check = (++turns & 63) == 0;
+                if (check && timeoutNanos >= 0 && !op.cancelRequested && System.nanoTime() - deadline >= 0) {
                     timedOut = true;
                     cancel(op);
                 }
-                if (op.polled && op.request != 0 && pollRecv(op)) {
+                if ((test || check) && op.polled && op.request != 0 && pollRecv(op)) {
                     break;
                 }
-                if (progressOnce() == 0) {
+                test = progressOnce() != 0;
+                if (!test) {
                     idleStep(op);
                 } else {
                     idle = 0;
@@ -1007,7 +1011,8 @@ public final class Engine {
                             | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Stubs.TAG_RECV.address(),
                             userData(slot), 0);
                 }
-                long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address());
+                // the probe just missed, and nothing progressed since: UCX only queues the request
+                long r = Ucp.tagRecvQueued(worker, op.address, op.length, op.tag, op.mask, reqParam.address());
                 if (posted(op, slot, r, 0, 0)) {
                     linkPending(op);
                 }

@@ -98,12 +98,15 @@ public final class Ucp {
         /** The same function for sends with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: no request, never a callback. */
         static final MethodHandle TAG_SEND_NOW = ucp("ucp_tag_send_nbx", L_LLLLL, CRITICAL);
         static final MethodHandle STREAM_SEND_NOW = ucp("ucp_stream_send_nbx", L_LLLL, CRITICAL);
-        static final MethodHandle TAG_RECV_NBX = ucp("ucp_tag_recv_nbx", L_LLLLLL);
+        /** ucp_tag_recv_nbx for a receive no unexpected message can match: it is only queued, never calls back. */
+        static final MethodHandle TAG_RECV_QUEUED = ucp("ucp_tag_recv_nbx", L_LLLLLL, CRITICAL);
         static final MethodHandle TAG_PROBE_NB = ucp("ucp_tag_probe_nb", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
                 JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG), CRITICAL);
         static final MethodHandle TAG_MSG_RECV_NBX = ucp("ucp_tag_msg_recv_nbx", L_LLLLL);
         static final MethodHandle STREAM_SEND_NBX = ucp("ucp_stream_send_nbx", L_LLLL);
         static final MethodHandle STREAM_RECV_NBX = ucp("ucp_stream_recv_nbx", L_LLLLL);
+        /** ucp_stream_recv_nbx never calls back (it copies what has arrived, or queues the request). */
+        static final MethodHandle STREAM_RECV_SMALL = ucp("ucp_stream_recv_nbx", L_LLLLL, CRITICAL);
         static final MethodHandle EP_FLUSH_NBX = ucp("ucp_ep_flush_nbx", L_LL);
         static final MethodHandle SET_AM_RECV_HANDLER = ucp("ucp_worker_set_am_recv_handler", I_LL);
         static final MethodHandle AM_SEND_NBX = ucp("ucp_am_send_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
@@ -302,8 +305,12 @@ public final class Ucp {
         try { return (long) Holder.TAG_SEND_NOW.invokeExact(ep, buffer, count, tag, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
-    public static long tagRecvNbx(long worker, long buffer, long count, long tag, long mask, long param) {
-        try { return (long) Holder.TAG_RECV_NBX.invokeExact(worker, buffer, count, tag, mask, param); } catch (Throwable t) { throw rethrow(t); }
+    /**
+     * {@code ucp_tag_recv_nbx} as a critical call: only right after {@code ucp_tag_probe_nb} found no match for the
+     * same tag and mask on the owner thread, so UCX can only queue the request (no copy, no callback).
+     */
+    public static long tagRecvQueued(long worker, long buffer, long count, long tag, long mask, long param) {
+        try { return (long) Holder.TAG_RECV_QUEUED.invokeExact(worker, buffer, count, tag, mask, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
     /** {@code ucp_stream_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}. */
@@ -315,9 +322,20 @@ public final class Ucp {
         try { return (long) Holder.STREAM_SEND_NBX.invokeExact(ep, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
+    /**
+     * {@code ucp_stream_recv_nbx}; a critical call for small receives (it never calls back, and a small copy keeps
+     * the thread out of safepoints only briefly), a regular one for large.
+     */
     public static long streamRecvNbx(long ep, long buffer, long count, long lengthOut, long param) {
-        try { return (long) Holder.STREAM_RECV_NBX.invokeExact(ep, buffer, count, lengthOut, param); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return count <= CRITICAL_COPY_MAX
+                    ? (long) Holder.STREAM_RECV_SMALL.invokeExact(ep, buffer, count, lengthOut, param)
+                    : (long) Holder.STREAM_RECV_NBX.invokeExact(ep, buffer, count, lengthOut, param);
+        } catch (Throwable t) { throw rethrow(t); }
     }
+
+    /** The largest copy a critical call may make. */
+    private static final long CRITICAL_COPY_MAX = 64 * 1024;
 
     public static long epFlushNbx(long ep, long param) {
         try { return (long) Holder.EP_FLUSH_NBX.invokeExact(ep, param); } catch (Throwable t) { throw rethrow(t); }
