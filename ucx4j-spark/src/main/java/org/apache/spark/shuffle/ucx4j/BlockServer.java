@@ -6,6 +6,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayDeque;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -27,7 +28,9 @@ import scala.Option;
  * Serves this executor's shuffle blocks to reducers: one virtual thread per connected reducer reads fetch requests
  * and answers each block with an active message whose payload is a read-only mapping of the shuffle file region, so
  * blocks never pass through the heap and large ones go by UCX rendezvous straight from the page cache. The mappings
- * of one request live in one arena that is closed once every send of that request completed.
+ * of one request live in one arena that is closed once every send of that request completed. Blocks the reducer
+ * writes to disk are streamed in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight
+ * per request, so the reducer never holds more than that in memory however large a block is.
  */
 final class BlockServer implements ConnectionHandler {
     private static final Logger LOG = LoggerFactory.getLogger(BlockServer.class);
@@ -36,10 +39,18 @@ final class BlockServer implements ConnectionHandler {
             .start(task);
 
     private final ShuffleBlockResolver resolver;
+    private final long partSize;
+    private final int partsInFlight;
     private final Set<Endpoint> clients = ConcurrentHashMap.newKeySet();
 
-    BlockServer(ShuffleBlockResolver resolver) {
+    BlockServer(ShuffleBlockResolver resolver, long partSize, int partsInFlight) {
+        if (partSize <= 0 || partsInFlight <= 0) {
+            throw new IllegalArgumentException("ucx4j shuffle: part size and parts in flight must be positive, got "
+                    + partSize + " and " + partsInFlight);
+        }
         this.resolver = resolver;
+        this.partSize = partSize;
+        this.partsInFlight = partsInFlight;
     }
 
     Set<Endpoint> clients() {
@@ -54,7 +65,7 @@ final class BlockServer implements ConnectionHandler {
             while (true) {
                 try (AmMessage m = ep.amRecv()) {
                     Wire.Header h = Wire.Header.parse(m.headerBytes());
-                    if (h.kind() != Wire.FETCH) {
+                    if (h.kind() != Wire.FETCH && h.kind() != Wire.FETCH_TO_DISK) {
                         throw new IOException("expected a fetch request, got message kind " + h.kind());
                     }
                     String[] ids = new String(m.payloadBytes(), StandardCharsets.UTF_8).split("\n", -1);
@@ -62,7 +73,11 @@ final class BlockServer implements ConnectionHandler {
                         throw new IOException("fetch request names " + ids.length + " blocks, header says "
                                 + h.index());
                     }
-                    serve(ep, h.requestId(), ids);
+                    if (h.kind() == Wire.FETCH) {
+                        serve(ep, h.requestId(), ids);
+                    } else {
+                        Thread.ofVirtual().name("ucx4j-shuffle-parts").start(() -> serveParts(ep, h.requestId(), ids));
+                    }
                 }
             }
         } catch (UcxException peerGone) {
@@ -92,6 +107,45 @@ final class BlockServer implements ConnectionHandler {
         // closing a shared arena is a handshake with every thread of the JVM: never on ucx4j's progress thread,
         // which completes the last send
         CompletableFuture.allOf(sends).whenCompleteAsync((v, t) -> arena.close(), UNMAP);
+    }
+
+    /** Streams each block of a to-disk request in parts, with a bounded number in flight. */
+    private void serveParts(Endpoint ep, long requestId, String[] ids) {
+        ArrayDeque<CompletableFuture<?>> inFlight = new ArrayDeque<>();
+        Arena arena = Arena.ofShared();
+        try {
+            for (int i = 0; i < ids.length; i++) {
+                MemorySegment data;
+                try {
+                    data = map(resolver.getBlockData(BlockId.apply(ids[i]), Option.empty()), arena);
+                } catch (Exception e) {
+                    LOG.warn("ucx4j shuffle: cannot serve block {}: {}", ids[i], e.toString());
+                    byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
+                    inFlight.add(ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, i)),
+                            MemorySegment.ofArray(why)));
+                    continue;
+                }
+                long size = data.byteSize();
+                long offset = 0;
+                do {
+                    long n = Math.min(partSize, size - offset);
+                    while (inFlight.size() >= partsInFlight) {
+                        inFlight.poll().join();
+                    }
+                    inFlight.add(ep.amSendAsync(MemorySegment.ofArray(Wire.partHeader(requestId, i, offset, size)),
+                            data.asSlice(offset, n)));
+                    offset += n;
+                } while (offset < size);
+            }
+        } catch (RuntimeException e) {
+            LOG.debug("ucx4j shuffle: streaming to {} stopped: {}", ep, e.toString());
+        } finally {
+            // UCX reads the mappings until each send has completed (a failed endpoint completes them promptly)
+            for (CompletableFuture<?> f : inFlight) {
+                f.exceptionally(t -> null).join();
+            }
+            arena.close();
+        }
     }
 
     /** The block's bytes without copying them into the heap: a mapping of its file region where there is one. */

@@ -5,11 +5,16 @@ import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.BitSet;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Consumer;
 
+import org.apache.spark.network.buffer.ManagedBuffer;
 import org.apache.spark.network.shuffle.BlockFetchingListener;
+import org.apache.spark.network.shuffle.DownloadFile;
+import org.apache.spark.network.shuffle.DownloadFileManager;
+import org.apache.spark.network.util.TransportConf;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.ucx4j.AmMessage;
@@ -21,7 +26,9 @@ import org.ucx4j.UcxTimeoutException;
  * pipelined; a virtual thread receives the answers and hands each block to its request's listener as it lands.
  * When the connection fails (the peer died: UCX reports it within seconds) or a request sees no data for
  * {@code spark.network.timeout}, every block still outstanding is failed, which Spark turns into a
- * {@code FetchFailedException} and a map-stage retry.
+ * {@code FetchFailedException} and a map-stage retry. Blocks Spark wants on disk (it passes a
+ * {@link DownloadFileManager} for requests above {@code spark.network.maxRemoteBlockSizeFetchToMem}) arrive in parts
+ * that are written to Spark's temporary download file as they land, in order, so memory stays bounded.
  */
 final class PeerConnection {
     private static final Logger LOG = LoggerFactory.getLogger(PeerConnection.class);
@@ -31,12 +38,15 @@ final class PeerConnection {
     private final Endpoint ep;
     private final long timeoutNanos;
     private final Consumer<PeerConnection> onFailure;
+    private final TransportConf transportConf;
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
     private volatile Throwable failure;
     private volatile boolean closing;
 
-    PeerConnection(UcxDriverEndpoint.Address peer, Endpoint ep, Duration timeout, Consumer<PeerConnection> onFailure) {
+    PeerConnection(UcxDriverEndpoint.Address peer, Endpoint ep, Duration timeout, TransportConf transportConf,
+            Consumer<PeerConnection> onFailure) {
         this.peer = peer;
+        this.transportConf = transportConf;
         this.ep = ep;
         this.timeoutNanos = timeout.toNanos();
         this.onFailure = onFailure;
@@ -55,9 +65,12 @@ final class PeerConnection {
         return failure == null && ep.isAlive();
     }
 
-    /** Asks for {@code blockIds}; the listener hears about each block exactly once. Never blocks. */
-    void fetch(long requestId, String[] blockIds, BlockFetchingListener listener) {
-        Pending p = new Pending(blockIds, listener);
+    /**
+     * Asks for {@code blockIds}; the listener hears about each block exactly once. With {@code toDisk} the blocks
+     * are streamed into Spark's download files. Never blocks.
+     */
+    void fetch(long requestId, String[] blockIds, BlockFetchingListener listener, DownloadFileManager toDisk) {
+        Pending p = new Pending(blockIds, listener, toDisk);
         pending.put(requestId, p);
         Throwable failed = failure;
         if (failed != null) {
@@ -65,7 +78,8 @@ final class PeerConnection {
             return;
         }
         byte[] names = String.join("\n", blockIds).getBytes(StandardCharsets.UTF_8);
-        ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.FETCH, requestId, blockIds.length)),
+        byte kind = toDisk == null ? Wire.FETCH : Wire.FETCH_TO_DISK;
+        ep.amSendAsync(MemorySegment.ofArray(Wire.header(kind, requestId, blockIds.length)),
                 MemorySegment.ofArray(names)).whenComplete((v, t) -> {
                     if (t != null) {
                         fail(requestId, t);
@@ -113,9 +127,11 @@ final class PeerConnection {
         }
         p.lastActivity = System.nanoTime();
         String blockId = p.blockIds[h.index()];
-        if (!p.claim(h.index())) {
+        if (h.kind() == Wire.PART) {
+            part(p, h, blockId, m);
+        } else if (!p.claim(h.index())) {
             m.close();
-        } else if (h.kind() == Wire.BLOCK) {
+        } else if (h.kind() == Wire.BLOCK && p.toDisk == null) {
             UcxManagedBuffer buf = new UcxManagedBuffer(m);
             try {
                 p.listener.onBlockFetchSuccess(blockId, buf);
@@ -123,13 +139,36 @@ final class PeerConnection {
                 buf.release(); // the listener retained it if it keeps it
             }
         } else {
-            String why = new String(m.payloadBytes(), StandardCharsets.UTF_8);
+            String why = h.kind() == Wire.ERROR ? new String(m.payloadBytes(), StandardCharsets.UTF_8)
+                    : "unexpected message kind " + h.kind();
             m.close();
+            p.discard(h.index());
             p.listener.onBlockFetchFailure(blockId,
                     new IOException("ucx4j shuffle: " + describe() + " could not serve " + blockId + ": " + why));
         }
         if (p.isDone()) {
             pending.remove(h.requestId(), p);
+        }
+    }
+
+    /** Writes one part of a to-disk block; the block goes to the listener once all its bytes are on disk. */
+    private void part(Pending p, Wire.Header h, String blockId, AmMessage m) {
+        Pending.Finished done;
+        try {
+            done = p.write(h.index(), h.offset(), h.blockSize(), m, transportConf);
+        } catch (IOException | RuntimeException e) {
+            p.discard(h.index());
+            if (p.claim(h.index())) {
+                p.listener.onBlockFetchFailure(blockId, e instanceof IOException io ? io
+                        : new IOException("ucx4j shuffle: bad part of " + blockId + " from " + describe(), e));
+            }
+            return;
+        }
+        if (done != null) {
+            p.listener.onBlockFetchSuccess(blockId, done.buffer());
+            if (!p.toDisk.registerTempFileToClean(done.file())) {
+                done.file().delete(); // the task is over: Spark will not clean it up
+            }
         }
     }
 
@@ -152,6 +191,7 @@ final class PeerConnection {
         IOException e = cause instanceof IOException io ? io
                 : new IOException("ucx4j shuffle: fetch from " + describe() + " failed: " + cause.getMessage(), cause);
         for (int i = 0; i < p.blockIds.length; i++) {
+            p.discard(i);
             if (p.claim(i)) {
                 p.listener.onBlockFetchFailure(p.blockIds[i], e);
             }
@@ -177,13 +217,16 @@ final class PeerConnection {
     private static final class Pending {
         final String[] blockIds;
         final BlockFetchingListener listener;
+        final DownloadFileManager toDisk;
         final BitSet answered;
         volatile long lastActivity = System.nanoTime();
         private int left;
+        private final Map<Integer, Download> downloads = new HashMap<>();
 
-        Pending(String[] blockIds, BlockFetchingListener listener) {
+        Pending(String[] blockIds, BlockFetchingListener listener, DownloadFileManager toDisk) {
             this.blockIds = blockIds;
             this.listener = listener;
+            this.toDisk = toDisk;
             this.answered = new BitSet(blockIds.length);
             this.left = blockIds.length;
         }
@@ -200,5 +243,46 @@ final class PeerConnection {
         synchronized boolean isDone() {
             return left == 0;
         }
+
+        /** A block written to disk: Spark's buffer over the file, and the file to register for clean-up. */
+        record Finished(ManagedBuffer buffer, DownloadFile file) {
+        }
+
+        /**
+         * Takes one part (and closes its message): written at once if it is the next, held until then if it came
+         * early. Returns the block, claimed, once all of it is on disk; null while parts are missing.
+         */
+        synchronized Finished write(int index, long offset, long blockSize, AmMessage m, TransportConf conf)
+                throws IOException {
+            if (toDisk == null || answered.get(index)) {
+                m.close(); // a part of a block already failed, or one we did not ask to stream: drop it
+                return null;
+            }
+            Download d = downloads.get(index);
+            if (d == null) {
+                try {
+                    DownloadFile file = toDisk.createTempFile(conf);
+                    d = new Download(file, file.openForWriting(), blockSize, blockIds[index]);
+                } catch (IOException | RuntimeException e) {
+                    m.close();
+                    throw e;
+                }
+                downloads.put(index, d);
+            }
+            if (!d.accept(new Download.Part(offset, blockSize, m.payload(), m)) || !claim(index)) {
+                return null;
+            }
+            downloads.remove(index);
+            return new Finished(d.channel.closeAndRead(), d.file);
+        }
+
+        /** Drops a block's partial download: its channel, its file and any parts held. */
+        synchronized void discard(int index) {
+            Download d = downloads.remove(index);
+            if (d != null) {
+                d.discard();
+            }
+        }
     }
+
 }

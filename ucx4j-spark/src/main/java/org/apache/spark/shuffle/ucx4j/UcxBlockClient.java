@@ -9,8 +9,9 @@ import org.apache.spark.network.shuffle.DownloadFileManager;
 /**
  * Spark's block-fetch client interface over ucx4j: {@link org.apache.spark.storage.ShuffleBlockFetcherIterator}
  * drives it exactly as it drives Netty's, so flow control (bytes and requests in flight), corruption checks, fetch
- * metrics and {@code FetchFailedException} all stay Spark's own. Blocks are always received into ucx4j's native
- * memory, never the heap, so the fetch-to-disk path ({@code downloadFileManager}) is not needed and not used.
+ * metrics and {@code FetchFailedException} all stay Spark's own. Blocks are received into ucx4j's native memory,
+ * never the heap; where Spark asks for them on disk ({@code downloadFileManager}, for requests above
+ * {@code spark.network.maxRemoteBlockSizeFetchToMem}) they are streamed into its download files in parts.
  */
 final class UcxBlockClient extends BlockStoreClient {
     private final UcxShuffleTransport transport;
@@ -24,7 +25,7 @@ final class UcxBlockClient extends BlockStoreClient {
             DownloadFileManager downloadFileManager) {
         PeerConnection c = transport.cachedPeer(execId);
         if (c != null) {
-            c.fetch(transport.nextRequestId(), blockIds, listener);
+            c.fetch(transport.nextRequestId(), blockIds, listener, downloadFileManager);
             return;
         }
         // first contact: the driver lookup and the connect block, so they run off the task thread
@@ -40,7 +41,7 @@ final class UcxBlockClient extends BlockStoreClient {
                 }
                 return;
             }
-            peer.fetch(transport.nextRequestId(), blockIds, listener);
+            peer.fetch(transport.nextRequestId(), blockIds, listener, downloadFileManager);
         });
     }
 

@@ -1,13 +1,15 @@
 package org.apache.spark.shuffle.ucx4j;
 
+import java.io.IOException;
 import java.io.InputStream;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.spark.network.buffer.ManagedBuffer;
 import org.ucx4j.AmMessage;
 
-import io.netty.buffer.ByteBufInputStream;
 import io.netty.buffer.Unpooled;
 
 /**
@@ -35,9 +37,57 @@ final class UcxManagedBuffer extends ManagedBuffer {
         return message.payload().asByteBuffer().asReadOnlyBuffer();
     }
 
+    /** Reads the native bytes in place; unlike {@link #nioByteBuffer()} this works for blocks over 2 GiB. */
     @Override
     public InputStream createInputStream() {
-        return new ByteBufInputStream(Unpooled.wrappedBuffer(nioByteBuffer()));
+        if (refs.get() <= 0) {
+            throw new IllegalStateException("ucx4j shuffle block buffer already released");
+        }
+        MemorySegment bytes = message.payload();
+        return new InputStream() {
+            private long pos;
+
+            @Override
+            public int read() throws IOException {
+                live();
+                return pos < bytes.byteSize() ? bytes.get(ValueLayout.JAVA_BYTE, pos++) & 0xff : -1;
+            }
+
+            @Override
+            public int read(byte[] b, int off, int len) throws IOException {
+                java.util.Objects.checkFromIndexSize(off, len, b.length);
+                live();
+                if (len == 0) {
+                    return 0;
+                }
+                long n = Math.min(len, bytes.byteSize() - pos);
+                if (n <= 0) {
+                    return -1;
+                }
+                MemorySegment.copy(bytes, ValueLayout.JAVA_BYTE, pos, b, off, (int) n);
+                pos += n;
+                return (int) n;
+            }
+
+            @Override
+            public long skip(long n) {
+                long k = Math.max(0, Math.min(n, bytes.byteSize() - pos));
+                pos += k;
+                return k;
+            }
+
+            /** Reading released memory would read freed (or reused) native memory: refuse instead. */
+            private void live() throws IOException {
+                if (refs.get() <= 0) {
+                    throw new IOException("ucx4j shuffle block buffer released while being read");
+                }
+            }
+
+            @Override
+            public int available() {
+                return (int) Math.min(Integer.MAX_VALUE, bytes.byteSize() - pos);
+            }
+        };
     }
 
     @Override

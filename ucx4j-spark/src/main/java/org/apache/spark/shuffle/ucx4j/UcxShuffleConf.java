@@ -19,6 +19,8 @@ final class UcxShuffleConf {
     static final String BIND_ADDRESS = PREFIX + "bindAddress";
     static final String CONNECT_TIMEOUT = PREFIX + "connectTimeout";
     static final String PROGRESS_MODE = PREFIX + "progressMode";
+    static final String PART_SIZE = PREFIX + "partSize";
+    static final String PARTS_IN_FLIGHT = PREFIX + "partsInFlight";
     static final String UCX_PREFIX = PREFIX + "ucx.";
 
     private final SparkConf conf;
@@ -42,6 +44,16 @@ final class UcxShuffleConf {
 
     Duration connectTimeout() {
         return Duration.ofMillis(conf.getTimeAsMs(CONNECT_TIMEOUT, "10s"));
+    }
+
+    /** Blocks Spark fetches to disk are streamed in parts of this size (the server's setting counts). */
+    long partSize() {
+        return conf.getSizeAsBytes(PART_SIZE, "8m");
+    }
+
+    /** How many parts of one to-disk request the server keeps in flight. */
+    int partsInFlight() {
+        return conf.getInt(PARTS_IN_FLIGHT, 4);
     }
 
     /** A request that sees no data for this long fails (Spark's own idle timeout for shuffle connections). */

@@ -9,6 +9,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.spark.SparkEnv;
+import org.apache.spark.network.netty.SparkTransportConf;
+import org.apache.spark.network.util.TransportConf;
 import org.apache.spark.rpc.RpcEndpointRef;
 import org.apache.spark.shuffle.ShuffleBlockResolver;
 import org.apache.spark.util.RpcUtils;
@@ -19,6 +21,7 @@ import org.ucx4j.Listener;
 import org.ucx4j.Ucx;
 import org.ucx4j.UcxOptions;
 
+import scala.Option;
 import scala.reflect.ClassTag$;
 
 /**
@@ -39,17 +42,20 @@ final class UcxShuffleTransport implements AutoCloseable {
     private final Map<String, CompletableFuture<PeerConnection>> peers = new ConcurrentHashMap<>();
     private final AtomicLong requestIds = new AtomicLong();
     private final UcxBlockClient client;
+    private final TransportConf transportConf;
 
     UcxShuffleTransport(UcxShuffleConf conf, SparkEnv env, ShuffleBlockResolver resolver) {
         this.conf = conf;
         this.executorId = env.executorId();
+        this.transportConf = SparkTransportConf.fromSparkConf(env.conf(), "shuffle", 0, Option.empty(),
+                Option.empty()); // for Spark's download files
         UcxOptions options = conf.ucxOptions().withName("spark-executor-" + executorId);
         if (env.securityManager().isAuthenticationEnabled()) {
             options = options.withSecret(env.securityManager().getSecretKey().getBytes(StandardCharsets.UTF_8));
         }
         this.ucx = Ucx.open(options);
         try {
-            this.server = new BlockServer(resolver);
+            this.server = new BlockServer(resolver, conf.partSize(), conf.partsInFlight());
             this.listener = conf.bindAddress() == null ? ucx.listen(conf.port(), server)
                     : ucx.listen(conf.bindAddress(), conf.port(), server);
             String host = env.blockManager().blockManagerId().host();
@@ -99,7 +105,7 @@ final class UcxShuffleTransport implements AutoCloseable {
                 try {
                     UcxDriverEndpoint.Address a = address(peerExecutorId);
                     Endpoint ep = ucx.connect(a.host(), a.port(), conf.connectTimeout());
-                    mine.complete(new PeerConnection(a, ep, conf.networkTimeout(), this::forget));
+                    mine.complete(new PeerConnection(a, ep, conf.networkTimeout(), transportConf, this::forget));
                 } catch (Throwable t) {
                     peers.remove(peerExecutorId, mine);
                     mine.completeExceptionally(t);

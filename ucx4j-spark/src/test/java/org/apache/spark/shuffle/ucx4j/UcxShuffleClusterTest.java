@@ -63,7 +63,12 @@ class UcxShuffleClusterTest {
         }
         spark = Clusters.start(Clusters.conf("ucx4j", Clusters.UCX, 2)
                 .set("spark.authenticate", "true")
-                .set("spark.authenticate.secret", SECRET));
+                .set("spark.authenticate.secret", SECRET)
+                // requests above 4 MiB are fetched to disk, streamed in 1 MiB parts, 3 in flight: the
+                // few-hundred-MB shuffle takes that path, the small jobs stay in memory
+                .set("spark.network.maxRemoteBlockSizeFetchToMem", "4m")
+                .set(UcxShuffleConf.PART_SIZE, "1m")
+                .set(UcxShuffleConf.PARTS_IN_FLIGHT, "3"));
         spark.sparkContext().addSparkListener(METRICS);
     }
 
@@ -97,6 +102,7 @@ class UcxShuffleClusterTest {
                 "both executors fetch from each other: " + traffic);
         assertTrue(METRICS.remoteBytes.get() > 0, "Spark saw no remote shuffle bytes");
         assertTrue(METRICS.remoteBlocks.get() > 0, "Spark saw no remote shuffle blocks");
+        assertTrue(METRICS.remoteBytes.get() > METRICS.remoteBytesToDisk.get(), "no block was fetched to memory");
         // what Spark counted as remote bytes came over ucx4j (payloads; requests and headers are extra)
         assertTrue(fetched >= METRICS.remoteBytes.get(), "ucx4j fetched " + fetched + " B, Spark counted "
                 + METRICS.remoteBytes.get() + " B remote");
@@ -118,6 +124,7 @@ class UcxShuffleClusterTest {
         JavaRDD<byte[]> data = sc.parallelize(IntStream.range(0, partitions).boxed().toList(), partitions)
                 .flatMap(p -> records(p, perPartition, size).iterator());
         long before = METRICS.remoteBytes.get();
+        long toDiskBefore = METRICS.remoteBytesToDisk.get();
         List<Long> sums = data.repartition(6).map(UcxShuffleClusterTest::crc)
                 .mapPartitions(it -> {
                     long s = 0;
@@ -129,6 +136,8 @@ class UcxShuffleClusterTest {
         assertEquals(expected, sums.stream().mapToLong(Long::longValue).sum(), "records lost or corrupted");
         long remote = METRICS.remoteBytes.get() - before;
         assertTrue(remote > 100L << 20, "only " + remote + " B crossed executors");
+        long toDisk = METRICS.remoteBytesToDisk.get() - toDiskBefore;
+        assertTrue(toDisk > 100L << 20, "only " + toDisk + " B were streamed to disk");
     }
 
     @Test
@@ -220,6 +229,7 @@ class UcxShuffleClusterTest {
     static final class Metrics extends SparkListener {
         final AtomicLong remoteBytes = new AtomicLong();
         final AtomicLong remoteBlocks = new AtomicLong();
+        final AtomicLong remoteBytesToDisk = new AtomicLong();
         final AtomicLong fetchWaitMs = new AtomicLong();
         final AtomicInteger fetchFailures = new AtomicInteger();
         final AtomicInteger executorsRemoved = new AtomicInteger();
@@ -233,6 +243,7 @@ class UcxShuffleClusterTest {
                 ShuffleReadMetrics r = end.taskMetrics().shuffleReadMetrics();
                 remoteBytes.addAndGet(r.remoteBytesRead());
                 remoteBlocks.addAndGet(r.remoteBlocksFetched());
+                remoteBytesToDisk.addAndGet(r.remoteBytesReadToDisk());
                 fetchWaitMs.addAndGet(r.fetchWaitTime());
             }
         }
