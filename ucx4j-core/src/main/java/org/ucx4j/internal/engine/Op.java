@@ -16,11 +16,16 @@ public final class Op extends SafeFuture<Long> {
     static final byte TAG_SEND = 1, TAG_RECV = 2, STREAM_SEND = 3, STREAM_RECV = 4, FLUSH = 5, CLOSE = 6, TASK = 7,
             AM_SEND = 8, AM_DATA = 9, PUT = 10, GET = 11, RMA_FLUSH = 12;
 
-    private static final VarHandle QUEUED;
+    private static final VarHandle QUEUED, NEXT, CANCEL, WAITER, DONE;
 
     static {
         try {
-            QUEUED = MethodHandles.lookup().findVarHandle(Op.class, "queued", int.class);
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            QUEUED = l.findVarHandle(Op.class, "queued", int.class);
+            NEXT = l.findVarHandle(Op.class, "next", Op.class);
+            CANCEL = l.findVarHandle(Op.class, "cancelRequested", boolean.class);
+            WAITER = l.findVarHandle(Op.class, "waiter", Thread.class);
+            DONE = l.findVarHandle(Op.class, "done", boolean.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -67,7 +72,7 @@ public final class Op extends SafeFuture<Long> {
     Op pendingPrev;
     Op pendingNext;
 
-    // --- result (published by the volatile write of done)
+    // --- result (published by the release write of done)
     long resultLength;
     long senderTag;
     UcxException error;
@@ -108,9 +113,10 @@ public final class Op extends SafeFuture<Long> {
 
     /** Readies a recycled blocking op for its next use (the submitting thread only, before submit). */
     void reuse(Engine e) {
+        // plain writes (no fence per field): the op is confined to this thread until submit publishes it
         engine = e;
-        next = null;
-        cancelRequested = false;
+        NEXT.set(this, (Op) null);
+        CANCEL.set(this, false);
         request = 0;
         slot = -1;
         pendingPrev = pendingNext = null;
@@ -125,14 +131,19 @@ public final class Op extends SafeFuture<Long> {
         error = null;
         resultLength = 0;
         senderTag = 0;
-        done = false;
+        DONE.set(this, false);
+    }
+
+    /** Records the thread that waits for a blocking op (before submit publishes it, so a plain write). */
+    void waitedBy(Thread t) {
+        WAITER.set(this, t);
     }
 
     /** Drops references a parked spare op would otherwise keep alive. */
     void park() {
         engine = null;
         ep = null;
-        waiter = null;
+        WAITER.set(this, (Thread) null);
         keepAlive = null;
         copyBack = null;
         error = null;
@@ -164,7 +175,9 @@ public final class Op extends SafeFuture<Long> {
                     err == null ? "OK" : err.statusName());
             jfr = null;
         }
-        this.done = true;
+        // a release store publishes the result to the waiter's volatile read of done; no store-load fence is
+        // needed (the waiter was recorded before the op was handed over, and unpark before park is not lost)
+        DONE.setRelease(this, true);
         if (blocking) {
             Thread w = waiter;
             if (w != null && w != Thread.currentThread()) {
