@@ -56,6 +56,7 @@ public final class Engine {
     private static final int AWAIT_SPINS = 500;
     private static final int YIELDS = 200;
     private static final int SLEEP_MS = 1000;
+    private static final byte[] NO_BYTES = new byte[0];
 
     // ---- registry: upcalls find their engine by id (written before the owner thread starts)
     private static final Engine[] REGISTRY = new Engine[1 << 16];
@@ -1442,7 +1443,7 @@ public final class Engine {
                     + Status.name(Status.ERR_EXCEEDS_LIMIT) + ")", Status.ERR_EXCEEDS_LIMIT));
             return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
         }
-        byte[] userHeader = user.toArray(JAVA_BYTE);
+        byte[] userHeader = user.byteSize() == 0 ? NO_BYTES : user.toArray(JAVA_BYTE);
         MemorySegment payload;
         try {
             payload = allocator.allocate(length);

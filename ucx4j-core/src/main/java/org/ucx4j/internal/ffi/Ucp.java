@@ -137,8 +137,9 @@ public final class Ucp {
         static final MethodHandle POLL = libc("poll", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
         static final MethodHandle OPEN_MEMSTREAM = libc("open_memstream", L_LL);
         static final MethodHandle FCLOSE = libc("fclose", I_L);
-        static final MethodHandle FREE = libc("free", V_L);
-        static final MethodHandle MALLOC = libc("malloc", L_L);
+        /** malloc and free never call back into Java and are short: critical calls (one per small message). */
+        static final MethodHandle FREE = lookup(Lib.LIBC, "free", V_L, CRITICAL);
+        static final MethodHandle MALLOC = lookup(Lib.LIBC, "malloc", L_L, CRITICAL);
         static final MethodHandle GETENV = libc("getenv", L_L);
         static final MethodHandle SETENV = libc("setenv", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG,
                 JAVA_INT));
