@@ -94,12 +94,9 @@ final class BlockServer implements ConnectionHandler {
         for (int i = 0; i < ids.length; i++) {
             MemorySegment data;
             try {
-                data = map(resolver.getBlockData(BlockId.apply(ids[i]), Option.empty()), arena);
+                data = block(ids[i], arena);
             } catch (Exception e) {
-                LOG.warn("ucx4j shuffle: cannot serve block {}: {}", ids[i], e.toString());
-                byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
-                sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, i)),
-                        MemorySegment.ofArray(why));
+                sends[i] = refuse(ep, requestId, i, ids[i], e);
                 continue;
             }
             sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, i)), data);
@@ -117,12 +114,9 @@ final class BlockServer implements ConnectionHandler {
             for (int i = 0; i < ids.length; i++) {
                 MemorySegment data;
                 try {
-                    data = map(resolver.getBlockData(BlockId.apply(ids[i]), Option.empty()), arena);
+                    data = block(ids[i], arena);
                 } catch (Exception e) {
-                    LOG.warn("ucx4j shuffle: cannot serve block {}: {}", ids[i], e.toString());
-                    byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
-                    inFlight.add(ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, i)),
-                            MemorySegment.ofArray(why)));
+                    inFlight.add(refuse(ep, requestId, i, ids[i], e));
                     continue;
                 }
                 long size = data.byteSize();
@@ -146,6 +140,18 @@ final class BlockServer implements ConnectionHandler {
             }
             arena.close();
         }
+    }
+
+    private MemorySegment block(String id, Arena arena) throws IOException {
+        return map(resolver.getBlockData(BlockId.apply(id), Option.empty()), arena);
+    }
+
+    /** Tells the reducer why block {@code index} cannot be served. */
+    private static CompletableFuture<?> refuse(Endpoint ep, long requestId, int index, String id, Exception e) {
+        LOG.warn("ucx4j shuffle: cannot serve block {}: {}", id, e.toString());
+        byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
+        return ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, index)),
+                MemorySegment.ofArray(why));
     }
 
     /** The block's bytes without copying them into the heap: a mapping of its file region where there is one. */
