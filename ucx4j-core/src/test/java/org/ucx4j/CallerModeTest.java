@@ -1,6 +1,8 @@
 package org.ucx4j;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -10,6 +12,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -216,6 +219,46 @@ class CallerModeTest {
                 }
             }
         });
+    }
+
+    /** Both ends on the caller's own worker (UCX's loopback): every API, eager and rendezvous, with timeouts. */
+    @Test
+    void loopbackPairOnTheCallersOwnWorker() throws Exception {
+        try (Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER))) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = a.listen("127.0.0.1", 0, accepted::complete);
+                    Endpoint client = a.connect("127.0.0.1", l.port(), T);
+                    Arena arena = Arena.ofShared()) {
+                drive(a, accepted);
+                Endpoint server = accepted.get();
+                for (long size : SIZES) {
+                    MemorySegment in = arena.allocate(Math.max(1, size)).asSlice(0, size);
+                    // one thread is both ends: a rendezvous send completes only once its receive is posted
+                    CompletableFuture<Long> sent = client.sendAsync(Data.pattern(arena, size, 31), 7);
+                    assertEquals(size, server.recv(in, 7, T));
+                    Data.verify(in, size, 31);
+                    drive(a, sent);
+                    sent = client.amSendAsync(MemorySegment.ofArray(new byte[] {1}), Data.pattern(arena, size, 32));
+                    try (AmMessage m = server.amRecv(T)) {
+                        assertEquals(size, m.payload().byteSize());
+                        Data.verify(m.payload(), size, 32);
+                    }
+                    drive(a, sent);
+                    if (size > 0) {
+                        sent = server.streamSendAsync(Data.pattern(arena, size, 33));
+                        assertEquals(size, client.streamRecv(in, T));
+                        Data.verify(in, size, 33);
+                        drive(a, sent);
+                    }
+                }
+                // a stream receive waiting on one end fails, typed, when the other end closes
+                CompletableFuture<Long> pending = server.streamRecvAsync(arena.allocate(8));
+                client.close();
+                ExecutionException e = assertThrows(ExecutionException.class, () -> drive(a, pending));
+                assertInstanceOf(ConnectionResetException.class, e.getCause());
+                assertFalse(server.isAlive());
+            }
+        }
     }
 
     private static void sleep(long ms) {

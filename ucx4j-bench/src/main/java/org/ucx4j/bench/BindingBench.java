@@ -17,6 +17,7 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
+import org.ucx4j.AmMessage;
 import org.ucx4j.Endpoint;
 import org.ucx4j.Listener;
 import org.ucx4j.ProgressMode;
@@ -34,6 +35,7 @@ import org.ucx4j.UcxOptions;
 @Measurement(iterations = 5, time = 1)
 @Fork(value = 1, jvmArgsAppend = "--enable-native-access=ALL-UNNAMED")
 public class BindingBench {
+    static final MemorySegment EMPTY = MemorySegment.ofArray(new byte[0]);
     Ucx ucx;
     Listener listener;
     Endpoint client;
@@ -77,6 +79,22 @@ public class BindingBench {
     public long sendRecvBlocking() {
         client.send(out, 1);
         return server.recv(in, 1);
+    }
+
+    /** Blocking 8-byte active message and receiver-allocated receive (the AM upcall, allocation and copy-in). */
+    @Benchmark
+    public long amSendRecvBlocking() {
+        client.amSend(EMPTY, out);
+        try (AmMessage m = server.amRecv()) {
+            return m.payload().byteSize();
+        }
+    }
+
+    /** Blocking 8-byte stream send and exact-length stream receive. */
+    @Benchmark
+    public long streamSendRecvBlocking() {
+        client.streamSend(out);
+        return server.streamRecv(in);
     }
 
     /** The async forms: the only allocation should be the futures handed back. */

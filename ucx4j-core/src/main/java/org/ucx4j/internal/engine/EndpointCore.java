@@ -34,6 +34,15 @@ public final class EndpointCore {
     volatile Runnable closeAfterAction;
     /** Raw endpoint (worker address, no handshake): tags go on the wire as given. */
     volatile boolean raw;
+    /**
+     * A handshaked connection to this same worker. UCX connects an endpoint created from its own worker's address
+     * to itself, so what one end streams lands on its own UCX endpoint: the other end receives streams from there.
+     */
+    boolean loopback;
+    /** The other end of a loopback connection, once both are open (owner thread). */
+    EndpointCore twin;
+    /** Stream receives of a loopback end that wait for the other end to open (owner thread; created on need). */
+    java.util.ArrayDeque<Op> waitingForTwin;
     long peerPid;
     String peerHost;
     /** The handshake socket, kept open as the liveness channel (null for raw endpoints). */

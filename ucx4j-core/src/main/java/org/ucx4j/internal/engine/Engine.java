@@ -802,6 +802,10 @@ public final class Engine {
                     timedOut = true;
                     cancel(op);
                 }
+                if (check && !op.cancelRequested && Thread.interrupted()) {
+                    interrupted = true;
+                    cancel(op);
+                }
                 if ((test || check) && op.polled && op.request != 0 && pollRecv(op)) {
                     break;
                 }
@@ -1057,13 +1061,21 @@ public final class Engine {
                     failNow(op, bad);
                     return;
                 }
+                long source = op.ep.loopback ? (op.ep.twin == null ? 0 : op.ep.twin.handle) : op.ep.handle;
+                if (source == 0) { // the loopback's other end is not open yet
+                    if (op.ep.waitingForTwin == null) {
+                        op.ep.waitingForTwin = new java.util.ArrayDeque<>();
+                    }
+                    op.ep.waitingForTwin.add(op);
+                    return;
+                }
                 int slot = allocSlot(op);
                 // the owner thread's own blocking receive is polled (no upcall), like a tag receive
                 op.polled = op.blocking && op.waiter == owner;
                 setParam(op.polled ? UCP_OP_ATTR_FIELD_FLAGS
                         : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                         Stubs.STREAM_RECV.address(), userData(slot), (int) op.mask);
-                long r = Ucp.streamRecvNbx(op.ep.handle, op.address, op.length, lenOut.address(),
+                long r = Ucp.streamRecvNbx(source, op.address, op.length, lenOut.address(),
                         reqParam.address());
                 if (posted(op, slot, r, r == 0 ? lenOut.get(JAVA_LONG, 0) : 0, 0)) {
                     op.ep.addPending(op);
@@ -1628,12 +1640,55 @@ public final class Engine {
                 }
                 c.handle = lenOut.get(JAVA_LONG, 0);
                 c.state = EndpointCore.OPEN;
+                if (!c.raw && Arrays.equals(peerAddress, workerAddress)) {
+                    c.loopback = true;
+                    linkLoopback(c);
+                }
             } finally {
                 Ucp.free(addr);
             }
             f.complete(c);
         });
         return f;
+    }
+
+    /** Pairs the two open ends of a loopback connection and starts the stream receives that waited for that. */
+    private void linkLoopback(EndpointCore c) {
+        EndpointCore t = byConnId.get(c.peerConnId);
+        if (t == null || !t.loopback || t.state != EndpointCore.OPEN || t.peerConnId != c.localConnId) {
+            return; // the other end opens later (and links then), or is already gone (and this end fails soon)
+        }
+        c.twin = t;
+        t.twin = c;
+        startWaitingForTwin(c);
+        startWaitingForTwin(t);
+    }
+
+    private void startWaitingForTwin(EndpointCore c) {
+        Op op;
+        while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
+            dispatch(op);
+        }
+    }
+
+    /**
+     * One end of a loopback connection goes: the other end's stream receives were posted on this end's UCX
+     * endpoint, which is about to close, so the other end fails now (as it would when its peer says goodbye), and
+     * stream receives still waiting for this end to open fail.
+     */
+    private void unlinkLoopback(EndpointCore c) {
+        EndpointCore t = c.twin;
+        if (t != null) {
+            c.twin = null;
+            t.twin = null;
+            failEndpoint(t, Status.ERR_CONNECTION_RESET, c.failure == null ? "the peer closed the endpoint"
+                    : "the peer endpoint failed");
+        }
+        Op op;
+        while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
+            UcxException e = c.unusable(op.what);
+            failNow(op, e != null ? e : closedError(op.what));
+        }
     }
 
     private int allocEndpointSlot(EndpointCore c) {
@@ -1701,6 +1756,9 @@ public final class Engine {
         }
         c.state = EndpointCore.FAILED;
         cancelPending(c);
+        if (c.loopback) {
+            unlinkLoopback(c);
+        }
         closeInboxes(c, cause == null);
         Op close = new Op(this);
         close.kind = Op.CLOSE;
