@@ -184,6 +184,7 @@ public final class Engine {
                 p.set(JAVA_LONG, PARAMS_NAME, nameSeg.address());
                 check(Ucp.initVersion(p.address(), config, out.address()), "ucp_init");
                 ctx = out.get(JAVA_LONG, 0);
+                Ucp.createMemtypeCache(); // stream sends' short protocol (see there)
             } finally {
                 Ucp.configRelease(config);
             }

@@ -436,6 +436,25 @@ public final class Ucp {
         } catch (Throwable t) { throw rethrow(t); }
     }
 
+    /**
+     * Makes libucs create its memory-type cache (one lookup; the cache stays empty on hosts without GPU memory).
+     * UCX's stream send takes its short protocol only while that cache exists and is empty, and UCX itself creates
+     * it only when a GPU memory domain is present: without this, every stream send on a host-only machine goes
+     * through a request. Optional: false when libucs lacks the symbol or the cache is disabled
+     * ({@code UCX_MEMTYPE_CACHE=n}).
+     */
+    public static boolean createMemtypeCache() {
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            MethodHandle lookup = NativeAccess.downcall(Lib.UCS, "ucs_memtype_cache_lookup",
+                    FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+            MemorySegment probe = a.allocate(64, 64); // the address looked up, then the (unused) memory-info result
+            int st = status((int) lookup.invokeExact(probe.address(), 1L, probe.address() + 32));
+            return st != Status.ERR_UNSUPPORTED;
+        } catch (Throwable t) {
+            return false;
+        }
+    }
+
     /** libc poll(2) on one fd for POLLIN; returns poll's result. */
     public static int poll(long pollfd, int timeoutMs) {
         try { return (int) Holder.POLL.invokeExact(pollfd, 1L, timeoutMs); } catch (Throwable t) { throw rethrow(t); }
