@@ -1,7 +1,8 @@
 package org.ucx4j.internal.engine;
 
 import java.lang.foreign.MemorySegment;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import org.ucx4j.MemoryAllocator;
 
 /**
@@ -14,7 +15,16 @@ public final class AmData {
     final MemorySegment payload;
     final MemoryAllocator allocator;
     final EndpointCore ep;
-    private final AtomicBoolean freed = new AtomicBoolean();
+    private volatile boolean freed;
+    private static final VarHandle FREED;
+
+    static {
+        try {
+            FREED = MethodHandles.lookup().findVarHandle(AmData.class, "freed", boolean.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     AmData(byte kind, byte[] header, MemorySegment payload, MemoryAllocator allocator, EndpointCore ep) {
         this.kind = kind;
@@ -38,12 +48,12 @@ public final class AmData {
     }
 
     public boolean isFreed() {
-        return freed.get();
+        return freed;
     }
 
     /** Gives the payload back to its allocator; idempotent. */
     public void free() {
-        if (freed.compareAndSet(false, true)) {
+        if (FREED.compareAndSet(this, false, true)) {
             allocator.free(payload);
         }
     }

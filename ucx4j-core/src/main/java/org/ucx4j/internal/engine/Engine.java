@@ -1470,7 +1470,8 @@ public final class Engine {
                     + " (" + Status.name(Status.ERR_NO_MEMORY) + ")", Status.ERR_NO_MEMORY, t));
             return rndv ? Status.ERR_NO_MEMORY : Status.OK;
         }
-        AmData m = new AmData(kind, userHeader, payload.asSlice(0, length), allocator, ep);
+        AmData m = new AmData(kind, userHeader, payload.byteSize() == length ? payload : payload.asSlice(0, length),
+                allocator, ep);
         if (!rndv) {
             MemorySegment.copy(NativeAccess.view(data, length), 0, m.payload, 0, length);
             if (Jfr.AVAILABLE && Jfr.transfers) {
