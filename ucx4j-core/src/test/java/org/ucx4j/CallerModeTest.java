@@ -261,6 +261,33 @@ class CallerModeTest {
         }
     }
 
+    /** The owner thread blocked in a receive (tag and active message) answers an interrupt, and keeps its flag. */
+    @Test
+    void blockedOwnerAnswersInterrupts() throws Exception {
+        withCallerClient((a, client, server) -> {
+            Thread owner = Thread.currentThread();
+            for (int round = 0; round < 2; round++) {
+                CompletableFuture<Void> interrupter = CompletableFuture.runAsync(() -> {
+                    sleep(100);
+                    owner.interrupt();
+                });
+                // a long timeout, not none: without the interrupt the receive fails by timing out instead
+                Duration wait = Duration.ofSeconds(20);
+                CanceledException e = round == 0
+                        ? assertThrows(CanceledException.class, () -> client.recv(new byte[8], 9, wait))
+                        : assertThrows(CanceledException.class, () -> client.amRecv(wait));
+                assertTrue(e.getMessage().contains("UCS_ERR_CANCELED"), e.getMessage());
+                assertTrue(Thread.interrupted(), "the interrupt flag stays set");
+                interrupter.get(10, TimeUnit.SECONDS);
+            }
+            // the tag receive was withdrawn: the next message with that tag goes to the next receive
+            server.send(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}, 9);
+            byte[] got = new byte[8];
+            assertEquals(8, client.recv(got, 9, T));
+            assertEquals(8, got[7]);
+        });
+    }
+
     private static void sleep(long ms) {
         try {
             Thread.sleep(ms);

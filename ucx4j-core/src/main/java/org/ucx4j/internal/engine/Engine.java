@@ -659,6 +659,10 @@ public final class Engine {
             if (bad != null) {
                 throw bad;
             }
+            if ((turns & 63) == 0 && Thread.currentThread().isInterrupted()) {
+                throw new CanceledException(what + " interrupted (" + Status.name(Status.ERR_CANCELED) + ")",
+                        Status.ERR_CANCELED);
+            }
             if (timeoutNanos >= 0 && (turns & 63) == 0 && System.nanoTime() - deadline >= 0) {
                 throw new UcxTimeoutException(what + " timed out after "
                         + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms (" + Status.name(Status.ERR_TIMED_OUT)
@@ -690,7 +694,9 @@ public final class Engine {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         if (Thread.currentThread() == owner) {
             idle = 0;
-            while (!f.isDone() && (timeoutNanos < 0 || System.nanoTime() - deadline < 0)) {
+            // an interrupt leaves the loop: f.get() below then answers it
+            while (!f.isDone() && (timeoutNanos < 0 || System.nanoTime() - deadline < 0)
+                    && !Thread.currentThread().isInterrupted()) {
                 if (progressOnce() == 0) {
                     idleStep(null);
                 } else {
