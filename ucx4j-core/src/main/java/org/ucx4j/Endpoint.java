@@ -193,16 +193,24 @@ public final class Endpoint implements AutoCloseable {
     }
 
     public long recv(MemorySegment buf, int tag) {
-        Op op = recvOp(Buffers.segment(buf, true), core.recvTag(tag), true);
-        engine.submit(op);
-        return engine.await(op, -1);
+        return recvBlocking(Buffers.segment(buf, true), tag, -1);
     }
 
     public long recv(MemorySegment buf, int tag, Duration timeout) {
         long t = Buffers.nanos(timeout);
-        Op op = recvOp(Buffers.segment(buf, true), core.recvTag(tag), true);
-        engine.submit(op);
-        return engine.await(op, t);
+        return recvBlocking(Buffers.segment(buf, true), tag, t);
+    }
+
+    /** The owner thread takes a message that already waits inside the call; otherwise a receive op waits. */
+    private long recvBlocking(MemorySegment seg, int tag, long timeoutNanos) {
+        long wireTag = core.recvTag(tag);
+        long n = engine.tagRecvNow(core, seg.address(), seg.byteSize(), wireTag, timeoutNanos);
+        if (n >= 0) {
+            return n;
+        }
+        Op op = recvOp(seg, wireTag, true);
+        engine.submit(n == Engine.MISSED ? Engine.withoutProbe(op) : op);
+        return engine.await(op, timeoutNanos);
     }
 
     public long recv(ByteBuffer buf) {

@@ -57,6 +57,7 @@ class CallerModeTest {
     void receiveOfAMessageAlreadyWaitingTakesItByHandle() throws Exception {
         withCallerClient((a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
+                EndpointStats before = client.stats();
                 for (long size : SIZES) {
                     CompletableFuture<Long> sent = server.sendAsync(Data.pattern(arena, size, 3), 5);
                     // let it arrive (and, for rendezvous, announce itself) before any receive is posted
@@ -69,6 +70,10 @@ class CallerModeTest {
                     Data.verify(buf, size, 3);
                     assertEquals(size, sent.get(10, TimeUnit.SECONDS));
                 }
+                // receives taken inside the call are counted like any other
+                EndpointStats after = client.stats();
+                assertEquals(SIZES.length, after.messagesReceived() - before.messagesReceived());
+                assertEquals(java.util.Arrays.stream(SIZES).sum(), after.bytesReceived() - before.bytesReceived());
                 // larger than the buffer: truncation, then the endpoint still works
                 server.send(Data.pattern(arena, 64, 4), 6);
                 Data.eventually(() -> {
@@ -79,9 +84,9 @@ class CallerModeTest {
                         () -> client.recv(arena.allocate(16), 6, T));
                 assertTrue(e.getMessage().contains("UCS_ERR_MESSAGE_TRUNCATED"), e.getMessage());
                 server.send(Data.pattern(arena, 8, 5), 6);
-                MemorySegment after = arena.allocate(8);
-                assertEquals(8, client.recv(after, 6, T));
-                Data.verify(after, 8, 5);
+                MemorySegment last = arena.allocate(8);
+                assertEquals(8, client.recv(last, 6, T));
+                Data.verify(last, 8, 5);
             }
         });
     }

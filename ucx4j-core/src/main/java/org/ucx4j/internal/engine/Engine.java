@@ -528,6 +528,61 @@ public final class Engine {
         });
     }
 
+    /** {@link #tagRecvNow}: the call could not receive; take the ordinary path. */
+    public static final long NOT_NOW = -1;
+    /** {@link #tagRecvNow}: nothing waits; the ordinary path may skip its own probe (see {@link #withoutProbe}). */
+    public static final long MISSED = -2;
+    /** {@code Op.probed} of a receive whose probe just missed on the owner thread: post it without probing again. */
+    private static final long PROBE_MISSED = -1;
+
+    /**
+     * Owner thread, blocking tag receive: takes a message that already waits by its probe handle inside the call
+     * (the receiver's side of {@link #tagSendNow}): an eager message that fits completes at once, with no op, no
+     * request and no upcall; a rendezvous one is waited for here (polled); one too long for the buffer goes the
+     * probed-receive way, which reports the truncation. Returns the length, or {@link #NOT_NOW} (another thread,
+     * endpoint not open, a flight recording wants transfers) or {@link #MISSED} (nothing waits yet).
+     */
+    public long tagRecvNow(EndpointCore ep, long address, long length, long tag, long timeoutNanos) {
+        if (!canSendNow(ep)) {
+            return NOT_NOW;
+        }
+        long msg = Ucp.tagProbeNb(worker, tag, -1L, true, scratch.address());
+        if (msg == 0) {
+            return MISSED;
+        }
+        long len = scratch.get(JAVA_LONG, TRI_LENGTH);
+        long senderTag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
+        if (len > length) {
+            Op op = probedRecv(ep, msg, senderTag, len, address, length, 0, null, true);
+            submit(op);
+            return await(op, timeoutNanos);
+        }
+        setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE, 0, 0, 0); // no callback: done at once, or a request to poll
+        long r = Ucp.tagMsgRecvNbx(worker, address, length, msg, reqParam.address());
+        if (r == 0) {
+            ep.stats.received(len, 0);
+            checkCloseAfter(ep);
+            return len;
+        }
+        Op op = tagRecv(ep, address, length, tag, -1L, 0, null, true);
+        op.waitedBy(owner);
+        if (Status.isError(r)) {
+            op.finish(0, 0, errorFor(op, (int) r));
+        } else { // rendezvous: the payload is still on its way
+            allocSlot(op);
+            op.request = r;
+            op.polled = true;
+            linkPending(op);
+        }
+        return await(op, timeoutNanos);
+    }
+
+    /** Marks a receive whose {@link #tagRecvNow} just missed: it is posted without a second probe. */
+    public static Op withoutProbe(Op op) {
+        op.probed = PROBE_MISSED;
+        return op;
+    }
+
     /** Receives a message a removing probe took; {@code senderTag}/{@code messageLength} come from the probe. */
     public Op probedRecv(EndpointCore ep, long message, long senderTag, long messageLength, long address,
             long length, long owned, byte[] copyBack, boolean blocking) {
@@ -1018,7 +1073,9 @@ public final class Engine {
                 // reports its length and tag, so immediate completion is fine and needs no upcall.
                 long msg = op.probed;
                 long len = op.tag, stag = op.mask; // what probedRecv recorded
-                if (msg == 0) {
+                if (msg == PROBE_MISSED) {
+                    msg = 0; // probed just before on this thread, nothing progressed since
+                } else if (msg == 0) {
                     msg = Ucp.tagProbeNb(worker, op.tag, op.mask, true, scratch.address());
                     len = scratch.get(JAVA_LONG, TRI_LENGTH);
                     stag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
