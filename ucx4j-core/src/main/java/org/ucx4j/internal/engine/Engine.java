@@ -430,7 +430,7 @@ public final class Engine {
      * ordinary path, which also reports errors. UCX itself tries the short protocol first, so order is kept.
      */
     public boolean tagSendNow(EndpointCore ep, long address, long length, long tag) {
-        if (!canSendNow(ep)) {
+        if (!ownerMayActNow(ep)) {
             return false;
         }
         setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
@@ -439,7 +439,7 @@ public final class Engine {
 
     /** {@link #tagSendNow} for the stream API. */
     public boolean streamSendNow(EndpointCore ep, long address, long length) {
-        if (!canSendNow(ep)) {
+        if (!ownerMayActNow(ep)) {
             return false;
         }
         setParam(UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
@@ -454,7 +454,7 @@ public final class Engine {
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
         long headerLength = prefix + header.byteSize();
         long length = payload.byteSize();
-        if (!canSendNow(ep) || headerLength + (payload.isNative() ? 0 : length) > sendScratch.byteSize()) {
+        if (!ownerMayActNow(ep) || headerLength + (payload.isNative() ? 0 : length) > sendScratch.byteSize()) {
             return false;
         }
         if (!ep.raw) {
@@ -472,7 +472,8 @@ public final class Engine {
                 reqParam.address()), length);
     }
 
-    private boolean canSendNow(EndpointCore ep) {
+    /** The owner thread may send or receive inside the call: endpoint open, worker running, no transfer recording. */
+    private boolean ownerMayActNow(EndpointCore ep) {
         return Thread.currentThread() == owner && !stopRequested && ep.state == EndpointCore.OPEN
                 && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers);
     }
@@ -543,7 +544,7 @@ public final class Engine {
      * endpoint not open, a flight recording wants transfers) or {@link #MISSED} (nothing waits yet).
      */
     public long tagRecvNow(EndpointCore ep, long address, long length, long tag, long timeoutNanos) {
-        if (!canSendNow(ep)) {
+        if (!ownerMayActNow(ep)) {
             return NOT_NOW;
         }
         long msg = Ucp.tagProbeNb(worker, tag, -1L, true, scratch.address());
@@ -569,6 +570,9 @@ public final class Engine {
         if (Status.isError(r)) {
             op.finish(0, 0, errorFor(op, (int) r));
         } else { // rendezvous: the payload is still on its way
+            if (len >= PeerStats.LARGE) {
+                op.startedAt = System.nanoTime(); // for the per-peer bandwidth figures, as post() does
+            }
             allocSlot(op);
             op.request = r;
             op.polled = true;
