@@ -20,7 +20,7 @@ final class Buffers {
         if (forReceive && seg.isReadOnly()) {
             throw new IllegalArgumentException("read-only memory segment cannot receive data");
         }
-        return seg;
+        return alive(seg);
     }
 
     /** The bytes between position and limit of a direct buffer. */
@@ -33,7 +33,15 @@ final class Buffers {
         if (forReceive && buf.isReadOnly()) {
             throw new IllegalArgumentException("read-only ByteBuffer cannot receive data");
         }
-        return MemorySegment.ofBuffer(buf);
+        return alive(MemorySegment.ofBuffer(buf));
+    }
+
+    /** UCX must never see memory whose arena was closed: it may be unmapped or reused. */
+    private static MemorySegment alive(MemorySegment seg) {
+        if (!seg.scope().isAlive()) {
+            throw new IllegalStateException("the memory segment's arena is already closed");
+        }
+        return seg;
     }
 
     /** A malloc'd copy of {@code array} (at least one byte so the address is never NULL). */

@@ -756,18 +756,13 @@ public final class Endpoint implements AutoCloseable {
         Op flush = engine.closeEndpoint(core);
         try {
             engine.await(flush, t);
+            core.flushed = true;
             core.sayBye(); // sends are flushed: the peer may now fail what it still waits for
         } catch (UcxException e) {
             // flush failed or timed out: abort below
         }
         engine.abortEndpoint(core);
-        try {
-            core.closedFuture().get(Math.max(t, 1_000_000_000L), java.util.concurrent.TimeUnit.NANOSECONDS);
-        } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
-            // released when the worker closes
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        engine.awaitClosed(core, Math.max(t, 1_000_000_000L));
         ucx.forget(this);
     }
 

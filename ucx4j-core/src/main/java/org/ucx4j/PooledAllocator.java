@@ -17,6 +17,7 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
     private static final int MAX_CLASS = 26; // 64 MiB
     private final long maxCachedBytes;
     private final AtomicLong cached = new AtomicLong();
+    private volatile boolean closed;
     @SuppressWarnings("unchecked")
     private final ConcurrentLinkedQueue<MemorySegment>[] free = new ConcurrentLinkedQueue[MAX_CLASS + 1];
 
@@ -66,8 +67,13 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
             return;
         }
         long size = 1L << c;
-        if (cached.addAndGet(size) <= maxCachedBytes) {
+        if (!closed && cached.addAndGet(size) <= maxCachedBytes) {
             free[c].offer(NativeAccess.view(segment.address(), size));
+            if (closed) { // raced with close(): give back what close may have missed
+                drain(c);
+            }
+        } else if (closed) {
+            Ucp.free(segment.address());
         } else {
             cached.addAndGet(-size);
             Ucp.free(segment.address());
@@ -79,15 +85,20 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
         return cached.get();
     }
 
-    /** Frees every cached block; blocks still in use are freed when they come back. */
+    /** Frees every cached block and stops caching: blocks still in use are freed when they come back. */
     @Override
     public void close() {
+        closed = true;
         for (int c = MIN_CLASS; c <= MAX_CLASS; c++) {
-            MemorySegment b;
-            while ((b = free[c].poll()) != null) {
-                cached.addAndGet(-b.byteSize());
-                Ucp.free(b.address());
-            }
+            drain(c);
+        }
+    }
+
+    private void drain(int c) {
+        MemorySegment b;
+        while ((b = free[c].poll()) != null) {
+            cached.addAndGet(-b.byteSize());
+            Ucp.free(b.address());
         }
     }
 

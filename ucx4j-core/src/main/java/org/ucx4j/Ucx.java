@@ -59,7 +59,7 @@ public final class Ucx implements AutoCloseable {
         Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
         this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
                 options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos(),
-                hostAllocator(options), options.maxFrames(), options.maxMessageBytes()));
+                hostAllocator(options), options.maxFrames(), options.maxMessageBytes(), options.peerErrorHandling()));
     }
 
     /** Opens UCX with ucx4j's defaults. */
@@ -193,8 +193,7 @@ public final class Ucx implements AutoCloseable {
     }
 
     private void serve(EndpointCore c, ConnectionHandler handler) {
-        Endpoint ep = new Endpoint(this, c);
-        endpoints.add(ep);
+        Endpoint ep = track(c);
         Thread.ofVirtual().name("ucx4j-handler-" + c.peer()).start(() -> {
             try {
                 handler.onConnection(ep);
@@ -255,8 +254,7 @@ public final class Ucx implements AutoCloseable {
                 result.completeExceptionally(e);
                 return;
             }
-            Endpoint ep = new Endpoint(this, c);
-            endpoints.add(ep);
+            Endpoint ep = track(c);
             if (!result.complete(ep)) {
                 ep.abort(); // the caller gave up (timeout/cancel)
             }
@@ -284,9 +282,7 @@ public final class Ucx implements AutoCloseable {
         Objects.requireNonNull(address, "address");
         SafeFuture<EndpointCore> f = engine.attachRaw(address.raw());
         EndpointCore c = join(f, "connect to " + address, options.connectTimeout().toNanos());
-        Endpoint ep = new Endpoint(this, c);
-        endpoints.add(ep);
-        return ep;
+        return track(c);
     }
 
     // ---------------------------------------------------------------- worker-level tags
@@ -298,7 +294,22 @@ public final class Ucx implements AutoCloseable {
     public CompletableFuture<TagMessage> recvTaggedAsync(MemorySegment buf, long tag, long mask) {
         Op op = workerRecv(Buffers.segment(buf, true), tag, mask, false);
         engine.submit(op);
-        return op.thenApply(len -> new TagMessage(op.senderTag(), len));
+        CompletableFuture<TagMessage> out = new SafeFuture<TagMessage>(engine.executor()) {
+            @Override
+            public boolean cancel(boolean mayInterruptIfRunning) {
+                // withdraw the receive itself, not only this view of it
+                return op.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
+            }
+        };
+        op.whenComplete((len, e) -> {
+            if (e != null) {
+                out.completeExceptionally(e instanceof java.util.concurrent.CompletionException
+                        && e.getCause() != null ? e.getCause() : e);
+            } else {
+                out.complete(new TagMessage(op.senderTag(), len));
+            }
+        });
+        return out;
     }
 
     public TagMessage recvTagged(MemorySegment buf, long tag, long mask) {
@@ -535,6 +546,14 @@ public final class Ucx implements AutoCloseable {
             throw new EndpointClosedException("this Ucx instance is closed (" + Status.name(Status.ERR_NOT_CONNECTED)
                     + ")", Status.ERR_NOT_CONNECTED);
         }
+    }
+
+    /** A new endpoint, closed with this instance; forgotten when released, however it ends. */
+    private Endpoint track(EndpointCore c) {
+        Endpoint ep = new Endpoint(this, c);
+        endpoints.add(ep);
+        c.closedFuture().whenComplete((v, e) -> endpoints.remove(ep));
+        return ep;
     }
 
     void forget(Endpoint ep) {

@@ -26,6 +26,7 @@ public final class UcxOptions implements Cloneable {
     private int maxFrames = 256;
     private long maxMessageBytes = 1L << 31;
     private boolean checkedMessages;
+    private boolean peerErrorHandling = true;
 
     private UcxOptions() {}
 
@@ -178,6 +179,26 @@ public final class UcxOptions implements Cloneable {
 
     public boolean checkedMessages() {
         return checkedMessages;
+    }
+
+    /**
+     * UCX peer error handling ({@code UCP_ERR_HANDLING_MODE_PEER}) on every endpoint: on by default, like UCX-Py's
+     * {@code endpoint_error_handling}. With it, UCX itself reports a dead peer (keepalive), also for peers on
+     * other hosts whose machine vanished. Off, UCX may pick transports that cannot report a peer failure (UCX 1.13:
+     * CMA zero-copy for same-host rendezvous and RMA, which error handling rules out), and ucx4j notices a dead
+     * peer only through its connection's socket: a process that dies closes it at once; a host that vanishes is
+     * noticed only when TCP gives up. Both ends of a connection must agree: the handshake refuses a mismatch.
+     * Raw endpoints ({@link Ucx#connect(WorkerAddress)}) have no socket: with this off they rely on the peer
+     * closing properly.
+     */
+    public UcxOptions withPeerErrorHandling(boolean on) {
+        UcxOptions o = copy();
+        o.peerErrorHandling = on;
+        return o;
+    }
+
+    public boolean peerErrorHandling() {
+        return peerErrorHandling;
     }
 
     /** The shared secret (a copy), or null. */

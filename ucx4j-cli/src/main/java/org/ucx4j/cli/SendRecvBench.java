@@ -60,9 +60,14 @@ final class SendRecvBench implements Callable<Integer> {
     @Option(names = "--format", defaultValue = "table", description = "table or json")
     String format;
 
+    @Option(names = "--error-handling", defaultValue = "peer",
+            description = "peer (UCX peer error handling, ucx4j's default) or none (both sides)")
+    String errorHandling;
+
     private UcxOptions options() {
         UcxOptions o = UcxOptions.defaults().withProgressMode(
-                "thread".equals(progress) ? ProgressMode.BACKOFF : ProgressMode.CALLER);
+                "thread".equals(progress) ? ProgressMode.BACKOFF : ProgressMode.CALLER)
+                .withPeerErrorHandling(SweepBench.peerErrors(errorHandling));
         String tls = tls();
         return tls == null ? o : o.with("TLS", tls);
     }
@@ -93,7 +98,8 @@ final class SendRecvBench implements Callable<Integer> {
         // spawn the server as a second process, then run the client here
         List<String> cmd = Main.selfCommand("bench", "send-recv", "--server", "--size", String.valueOf(size),
                 "--iters", String.valueOf(iters), "--warmup", String.valueOf(warmup), "--mode", mode, "--window",
-                String.valueOf(window), "--transport", transport, "--progress", progress);
+                String.valueOf(window), "--transport", transport, "--progress", progress, "--error-handling",
+                errorHandling);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT);
         if (tls() != null) {
             pb.environment().put("UCX_TLS", tls());
@@ -187,12 +193,13 @@ final class SendRecvBench implements Callable<Integer> {
             m.put("mbps", r.mbps());
             m.put("transport", transport);
             m.put("progress", progress);
+            m.put("error_handling", errorHandling);
             m.put("lanes", res.lanes());
             System.out.println(new ObjectMapper().writeValueAsString(m));
             return;
         }
-        System.out.printf("ucx4j bench send-recv  api=%s  mode=%s  transport=%s  progress=%s  lanes: %s%n", api, r.mode(),
-                transport, progress, res.lanes());
+        System.out.printf("ucx4j bench send-recv  api=%s  mode=%s  transport=%s  progress=%s  error-handling=%s  "
+                + "lanes: %s%n", api, r.mode(), transport, progress, errorHandling, res.lanes());
         System.out.printf("%10s %10s %10s %10s %10s %12s%n", "size", "iters", "p50 us", "p99 us", "mean us", "MB/s");
         System.out.printf("%10d %10d %10.3f %10.3f %10.3f %12.1f%n", r.size(), r.iters(), r.p50Us(), r.p99Us(),
                 r.meanUs(), r.mbps());

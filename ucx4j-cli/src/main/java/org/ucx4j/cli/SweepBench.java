@@ -57,9 +57,10 @@ final class SweepBench implements Callable<Integer> {
     @Option(names = "--window", defaultValue = "32", description = "outstanding sends in bandwidth/rate mode")
     int window;
 
-    @Option(names = "--perftest-err-mode", defaultValue = "peer",
-            description = "peer (-e, like ucx4j's failure-detecting endpoints) or none")
-    String perftestErrMode;
+    @Option(names = "--error-handling", defaultValue = "peer",
+            description = "peer: UCX peer error handling on both stacks (ucx4j's default endpoints, ucx_perftest -e); "
+                    + "none: off on both (UCX 1.13 then uses CMA zero-copy on one host)")
+    String errorHandling;
 
     @Option(names = "--json", description = "write results to this file")
     Path json;
@@ -83,7 +84,8 @@ final class SweepBench implements Callable<Integer> {
                 throw new IllegalArgumentException("unknown mode " + m);
             }
         }
-        PerftestRuns perftest = new PerftestRuns(!"none".equals(perftestErrMode));
+        boolean peerErrors = peerErrors(errorHandling);
+        PerftestRuns perftest = new PerftestRuns(peerErrors);
         List<String> active = new ArrayList<>();
         for (String s : stacks) {
             if (!List.of("ucx4j", "perftest", "nio").contains(s)) {
@@ -120,7 +122,7 @@ final class SweepBench implements Callable<Integer> {
             }
             String[] p = line.split(" ");
             try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
-                    .withName("sweep-client"));
+                    .withPeerErrorHandling(peerErrors).withName("sweep-client"));
                     Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p[1]), Duration.ofSeconds(30));
                     SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
                 long t0 = System.nanoTime();
@@ -162,12 +164,22 @@ final class SweepBench implements Callable<Integer> {
         return 0;
     }
 
+    /** {@code --error-handling}: peer (UCX peer error handling, the default) or none. */
+    static boolean peerErrors(String mode) {
+        return switch (mode) {
+            case "peer" -> true;
+            case "none" -> false;
+            default -> throw new IllegalArgumentException("--error-handling must be peer or none, got " + mode);
+        };
+    }
+
     private String describe() {
         return String.format(Locale.ROOT, "ucx4j %s api, caller progress, window %d; ucx_perftest %s %s; NIO "
                 + "blocking SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians)", api, window,
                 PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
                         + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),
-                "none".equals(perftestErrMode) ? "default endpoints" : "-e with UCX_POSIX_ERROR_HANDLING=y", repeat);
+                peerErrors(errorHandling) ? "-e with UCX_POSIX_ERROR_HANDLING=y" : "without -e", repeat)
+                + (peerErrors(errorHandling) ? "" : "; no peer error handling on either stack");
     }
 
     private Measurement measure(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, PerftestRuns perftest,
@@ -248,16 +260,20 @@ final class SweepBench implements Callable<Integer> {
     }
 
     private Process startServer() throws Exception {
-        return new ProcessBuilder(Main.selfCommand("bench", "sweep-server")).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        return new ProcessBuilder(Main.selfCommand("bench", "sweep-server", "--error-handling", errorHandling))
+                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
     }
 
     /** The other side of the sweep: one ucx4j endpoint and one NIO connection, serving commands. */
     @Command(name = "sweep-server", hidden = true)
     static final class Server implements Callable<Integer> {
+        @Option(names = "--error-handling", defaultValue = "peer")
+        String errorHandling;
+
         @Override
         public Integer call() throws Exception {
             try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
-                    .withName("sweep-server"));
+                    .withPeerErrorHandling(peerErrors(errorHandling)).withName("sweep-server"));
                     ServerSocketChannel nioServer = NioRuns.bind()) {
                 CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
                 try (Listener l = ucx.listen("127.0.0.1", 0, accepted::complete)) {

@@ -2,7 +2,6 @@ package org.ucx4j.internal.engine;
 
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import org.ucx4j.ConnectionResetException;
 import org.ucx4j.EndpointClosedException;
@@ -50,10 +49,15 @@ public final class EndpointCore {
     volatile int state = CONNECTING;
     volatile UcxException failure;
     volatile boolean closedLocally;
+    /** A graceful close flushed every send: nothing is left in flight. */
+    public volatile boolean flushed;
     Op pendingHead;
     int pendingCount;
     final SafeFuture<Void> closed;
-    final List<Consumer<Throwable>> closeCallbacks = new CopyOnWriteArrayList<>();
+    /** Close callbacks not yet run; guarded by itself, with {@link #callbacksFired} and {@link #closeCause}. */
+    private final List<Consumer<Throwable>> closeCallbacks = new java.util.ArrayList<>();
+    private boolean callbacksFired;
+    private Throwable closeCause;
     /** Takes plain active messages on the owner thread instead of the inbox, once set (owner thread writes). */
     Consumer<AmData> amHandler;
     private final java.util.concurrent.atomic.AtomicBoolean amHandlerClaimed =
@@ -134,10 +138,26 @@ public final class EndpointCore {
     }
 
     public void onClose(Consumer<Throwable> callback) {
-        closeCallbacks.add(callback);
-        if (state == CLOSED) {
-            // already closed: run now on the caller (never on the worker thread)
-            callback.accept(failure);
+        Throwable cause;
+        synchronized (closeCallbacks) {
+            if (!callbacksFired) {
+                closeCallbacks.add(callback);
+                return;
+            }
+            cause = closeCause;
+        }
+        // already closed: run now on the caller (never on the worker thread)
+        callback.accept(cause);
+    }
+
+    /** The release's side: from now on callbacks run when added; returns those registered so far, once. */
+    java.util.List<Consumer<Throwable>> fireCloseCallbacks(Throwable cause) {
+        synchronized (closeCallbacks) {
+            callbacksFired = true;
+            closeCause = cause;
+            java.util.List<Consumer<Throwable>> all = java.util.List.copyOf(closeCallbacks);
+            closeCallbacks.clear();
+            return all;
         }
     }
 

@@ -103,7 +103,7 @@ public final class Engine {
     /** Engine settings chosen by the API layer. */
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
-            int maxFrames, long maxMessageBytes) {}
+            int maxFrames, long maxMessageBytes, boolean peerErrorHandling) {}
 
     final int id;
     final String name;
@@ -136,6 +136,8 @@ public final class Engine {
     final String shmSettings;
     final byte[] secret;
     final long handshakeTimeoutNanos;
+    /** UCP_ERR_HANDLING_MODE_PEER on every endpoint (both ends of a connection must agree; see Handshake). */
+    final boolean peerErrorHandling;
     private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
     /** Endpoints by local connection id, from before the handshake: active messages find their endpoint here. */
     private final java.util.concurrent.ConcurrentHashMap<Integer, EndpointCore> byConnId =
@@ -149,6 +151,8 @@ public final class Engine {
     private final int maxFrames;
     private final long maxMessageBytes;
     private int idle;
+    /** Owner thread: inside ucp_worker_progress (upcalls, and whatever completing a future runs there). */
+    private boolean inProgress;
 
     public Engine(Config cfg) {
         Ucp.ensureLoaded();
@@ -160,6 +164,7 @@ public final class Engine {
         this.allocator = cfg.allocator();
         this.maxFrames = cfg.maxFrames();
         this.maxMessageBytes = cfg.maxMessageBytes();
+        this.peerErrorHandling = cfg.peerErrorHandling();
         this.terminatedFuture = new SafeFuture<>(executor);
         this.reqParam = arena.allocate(UCP_REQUEST_PARAM);
         this.lenOut = arena.allocate(JAVA_LONG);
@@ -472,9 +477,22 @@ public final class Engine {
                 reqParam.address()), length);
     }
 
+    /**
+     * A blocking wait on the owner thread must progress the worker, which UCX forbids inside its own callbacks: code
+     * that a completion runs there (a dependent of {@code CompletableFuture.allOf} on a ucx4j future, say) gets a
+     * clear error instead.
+     */
+    private void checkNotInProgress(String what) {
+        if (inProgress) {
+            throw new IllegalStateException(what + ": a blocking call from code running inside UCX progress (a "
+                    + "completion on the worker's own thread); use the async form, or continue on another thread "
+                    + "(thenApplyAsync)");
+        }
+    }
+
     /** The owner thread may send or receive inside the call: endpoint open, worker running, no transfer recording. */
     private boolean ownerMayActNow(EndpointCore ep) {
-        return Thread.currentThread() == owner && !stopRequested && ep.state == EndpointCore.OPEN
+        return Thread.currentThread() == owner && !inProgress && !stopRequested && ep.state == EndpointCore.OPEN
                 && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers);
     }
 
@@ -703,6 +721,7 @@ public final class Engine {
         if (Thread.currentThread() != owner) {
             return awaitFuture(amTake(ep, kind), timeoutNanos, what);
         }
+        checkNotInProgress(what);
         Inbox in = ep == null ? rawInbox : ep.inboxes[kind];
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         idle = 0;
@@ -728,7 +747,7 @@ public final class Engine {
                         + ")", Status.ERR_TIMED_OUT);
             }
             if (progressOnce() == 0) {
-                idleStep(null);
+                idleStep(WAITING);
             } else {
                 idle = 0;
             }
@@ -752,12 +771,13 @@ public final class Engine {
     public <T> T awaitFuture(SafeFuture<T> f, long timeoutNanos, String what) {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         if (Thread.currentThread() == owner) {
+            checkNotInProgress(what);
             idle = 0;
             // an interrupt leaves the loop: f.get() below then answers it
             while (!f.isDone() && (timeoutNanos < 0 || System.nanoTime() - deadline < 0)
                     && !Thread.currentThread().isInterrupted()) {
                 if (progressOnce() == 0) {
-                    idleStep(null);
+                    idleStep(WAITING);
                 } else {
                     idle = 0;
                 }
@@ -795,11 +815,19 @@ public final class Engine {
             return;
         }
         if (Thread.currentThread() == owner) {
+            if (op.blocking && inProgress) { // refused before UCX sees it: nothing is left posted
+                freeOwned(op);
+                checkNotInProgress(op.what);
+            }
             post(op);
             return;
         }
         if (op.markQueued()) {
             queue.offer(op);
+            if (terminated && op.claimQueued()) { // the worker stopped after our check: nobody will dispatch it
+                failNow(op, closedError(op.what));
+                return;
+            }
         }
         if (sleeping) {
             Ucp.workerSignal(worker);
@@ -856,6 +884,7 @@ public final class Engine {
         boolean interrupted = false;
         boolean timedOut = false;
         if (Thread.currentThread() == owner) {
+            checkNotInProgress(op.what);
             // caller-driven: progress ourselves; the clock is read only when there is a deadline, every 64 turns
             // a polled receive completes inside a progress call that did some work: it is tested after those (and
             // every 64 turns, in case UCX completed it without counting an event)
@@ -906,14 +935,17 @@ public final class Engine {
         if (interrupted) {
             Thread.currentThread().interrupt();
         }
-        if (op.error != null && (timedOut || interrupted) && op.error instanceof CanceledException) {
+        // the cancel we asked for fails the op as canceled, or, for what UCX cannot cancel (sends, stream
+        // receives, RMA), as the aborted endpoint's error: either way the caller asked for a timeout or an interrupt
+        if (op.error != null && (timedOut || interrupted)) {
             if (interrupted) {
                 throw new CanceledException(op.what + " interrupted: " + op.error.getMessage(), op.error.status(),
                         op.error);
             }
             throw new UcxTimeoutException(op.what + " timed out after "
                     + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms (" + Status.name(Status.ERR_TIMED_OUT)
-                    + "); the operation was canceled", Status.ERR_TIMED_OUT, op.error);
+                    + (op.error instanceof CanceledException ? "); the operation was canceled"
+                            : "); UCX cannot withdraw it, so its endpoint was aborted"), Status.ERR_TIMED_OUT, op.error);
         }
         return op.resultOrThrow();
     }
@@ -974,7 +1006,12 @@ public final class Engine {
             dispatch(op);
             work++;
         }
-        work += Ucp.workerProgress(worker);
+        inProgress = true;
+        try {
+            work += Ucp.workerProgress(worker);
+        } finally {
+            inProgress = false;
+        }
         Runnable r;
         while ((r = deferred.poll()) != null) {
             r.run();
@@ -1007,6 +1044,9 @@ public final class Engine {
             }
         }
     }
+
+    /** Stands for "a caller waits here" in {@link #idleStep}: naps stay short, so deadlines and interrupts count. */
+    private static final Op WAITING = new Op((Executor) null);
 
     private void sleep(Op waitingFor) {
         sleeping = true;
@@ -1208,9 +1248,13 @@ public final class Engine {
                 posted(op, slot, r, 0, 0);
             }
             case Op.CLOSE -> {
+                // UCX documents a forced close only where both ends handle peer errors (it may cause transport
+                // errors on the peer). Without, a gracefully closed endpoint (every send flushed) closes by
+                // flushing; an abort, a timeout or a dead peer still forces: a flushing close could wait forever
                 int slot = allocSlot(op);
+                boolean force = peerErrorHandling || !op.ep.flushed;
                 setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-                        Stubs.SEND.address(), userData(slot), UCP_EP_CLOSE_FLAG_FORCE);
+                        Stubs.SEND.address(), userData(slot), force ? UCP_EP_CLOSE_FLAG_FORCE : 0);
                 long r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
                 posted(op, slot, r, 0, 0);
             }
@@ -1686,7 +1730,7 @@ public final class Engine {
         byConnId.remove(c.localConnId, c);
     }
 
-    /** Creates the UCX endpoint to the peer's worker address, with peer failure detection; opens {@code c}. */
+    /** Creates the UCX endpoint to the peer's worker address (peer error handling as configured); opens {@code c}. */
     SafeFuture<EndpointCore> attach(EndpointCore c, byte[] peerAddress) {
         SafeFuture<EndpointCore> f = new SafeFuture<>(executor);
         executeFor(f, () -> {
@@ -1699,7 +1743,8 @@ public final class Engine {
                 epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
                         | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
                 epParams.set(JAVA_LONG, EP_ADDRESS, addr);
-                epParams.set(JAVA_INT, EP_ERR_MODE, UCP_ERR_HANDLING_MODE_PEER);
+                epParams.set(JAVA_INT, EP_ERR_MODE,
+                        peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
                 epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Stubs.EP_ERROR.address());
                 epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, ((long) id << 32) | slot);
                 int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
@@ -1846,51 +1891,54 @@ public final class Engine {
     }
 
     private void releaseEndpoint(EndpointCore c) {
-        // may run on the owner thread (complete() of the CLOSE op) — only engine code here
-        Runnable release = () -> {
-            if (c.state == EndpointCore.CLOSED) {
-                return;
-            }
-            c.state = EndpointCore.CLOSED;
-            byConnId.remove(c.localConnId, c);
-            if (c.closedLocally) {
-                for (Inbox in : c.inboxes) {
-                    in.clear();
-                }
-            }
-            if (c.slot >= 0 && eps[c.slot] == c) {
-                eps[c.slot] = null;
-            }
-            c.handle = 0;
-            java.net.Socket control = c.control;
-            Throwable cause = c.closedLocally ? null : c.failure;
-            if (Jfr.AVAILABLE) {
-                Jfr.CloseEvent ev = new Jfr.CloseEvent();
-                if (ev.shouldCommit()) {
-                    ev.peer = c.peer;
-                    ev.reason = cause == null ? "closed locally" : cause.getMessage();
-                    ev.bytesSent = c.stats.bytesSent;
-                    ev.bytesReceived = c.stats.bytesReceived;
-                    ev.commit();
-                }
-            }
-            executor.execute(() -> {
-                Bootstrap.closeQuietly(control);
-                for (Consumer<Throwable> cb : c.closeCallbacks) {
-                    try {
-                        cb.accept(cause);
-                    } catch (Throwable t) {
-                        LOG.warn("ucx4j close callback threw", t);
-                    }
-                }
-                c.closed.complete(null);
-            });
-        };
+        // may run on the owner thread (complete() of the CLOSE op) — only engine code here; once the worker stops,
+        // the task is refused and shutdownOnOwner releases what is left
         if (Thread.currentThread() == owner) {
-            release.run();
+            releaseNow(c);
         } else {
-            execute(release);
+            execute(() -> releaseNow(c));
         }
+    }
+
+    /** Marks the endpoint closed, forgets it, closes its socket and runs its close callbacks (owner thread). */
+    private void releaseNow(EndpointCore c) {
+        if (c.state == EndpointCore.CLOSED) {
+            return;
+        }
+        c.state = EndpointCore.CLOSED;
+        byConnId.remove(c.localConnId, c);
+        if (c.closedLocally) {
+            for (Inbox in : c.inboxes) {
+                in.clear();
+            }
+        }
+        if (c.slot >= 0 && eps[c.slot] == c) {
+            eps[c.slot] = null;
+        }
+        c.handle = 0;
+        java.net.Socket control = c.control;
+        Throwable cause = c.closedLocally ? null : c.failure;
+        if (Jfr.AVAILABLE) {
+            Jfr.CloseEvent ev = new Jfr.CloseEvent();
+            if (ev.shouldCommit()) {
+                ev.peer = c.peer;
+                ev.reason = cause == null ? "closed locally" : cause.getMessage();
+                ev.bytesSent = c.stats.bytesSent;
+                ev.bytesReceived = c.stats.bytesReceived;
+                ev.commit();
+            }
+        }
+        executor.execute(() -> {
+            Bootstrap.closeQuietly(control);
+            for (Consumer<Throwable> cb : c.fireCloseCallbacks(cause)) {
+                try {
+                    cb.accept(cause);
+                } catch (Throwable t) {
+                    LOG.warn("ucx4j close callback threw", t);
+                }
+            }
+            c.closed.complete(null);
+        });
     }
 
     /** Graceful close: cancel receives, flush sends (bounded by the caller's wait), then force-close. */
@@ -1909,6 +1957,33 @@ public final class Engine {
         });
         submit(flush);
         return flush;
+    }
+
+    /**
+     * Waits up to {@code timeoutNanos} until the endpoint is released. The owner thread progresses the worker while
+     * it waits (the release runs there); other threads wait on the endpoint's closed future.
+     */
+    public void awaitClosed(EndpointCore c, long timeoutNanos) {
+        long deadline = System.nanoTime() + timeoutNanos;
+        if (Thread.currentThread() == owner) {
+            checkNotInProgress("close");
+            idle = 0;
+            while (c.state != EndpointCore.CLOSED && !terminated && System.nanoTime() - deadline < 0) {
+                if (progressOnce() == 0) {
+                    idleStep(WAITING);
+                } else {
+                    idle = 0;
+                }
+            }
+            return;
+        }
+        try {
+            c.closedFuture().get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+            // released when the worker closes
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /** Force-closes the endpoint (any thread); pending operations fail with {@link EndpointClosedException}. */
@@ -2125,6 +2200,19 @@ public final class Engine {
                 s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
                         + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
             }
+            // endpoints whose close UCX did not finish in time (or whose release the stopped queue refused)
+            List<EndpointCore> open = new ArrayList<>(byConnId.values());
+            for (EndpointCore c : eps) {
+                if (c != null && !open.contains(c)) {
+                    open.add(c);
+                }
+            }
+            for (EndpointCore c : open) {
+                releaseNow(c);
+                for (Inbox in : c.inboxes) { // messages of a dead peer that nobody took, too
+                    in.clear();
+                }
+            }
             for (long rkey : rkeys) {
                 Ucp.rkeyDestroy(rkey);
             }
@@ -2149,6 +2237,13 @@ public final class Engine {
             LOG.error("ucx4j: error while closing worker {}", name, t);
         } finally {
             terminated = true;
+            // what was handed over while the worker stopped (a submitter that sees terminated fails its own)
+            Op late;
+            while ((late = queue.poll()) != null) {
+                if (late.claimQueued() && !late.done) {
+                    failNow(late, closedError(late.what));
+                }
+            }
             unregister(id);
             arena.close();
             terminatedFuture.complete(null);

@@ -21,7 +21,8 @@ import org.ucx4j.internal.ffi.Status;
  * <ol>
  *   <li>both sides send a hello: magic, protocol version, flags, connection id, pid, host name, shared-memory
  *       settings, a fresh nonce; two processes on one host whose shared-memory FIFO sizes differ are refused,
- *       since UCX would write past the smaller FIFO;
+ *       since UCX would write past the smaller FIFO, and so are two sides that disagree on peer error handling
+ *       (UCX does not support endpoints whose error modes differ);
  *   <li>with a shared secret, each side proves it with HMAC-SHA256 over the other's nonce and says OK or REJECT;
  *   <li>only then are the UCX worker addresses exchanged, so an unauthenticated peer never learns ours.
  * </ol>
@@ -33,6 +34,8 @@ final class Handshake {
     static final int MAGIC = 0x55435834; // "UCX4"
     static final int VERSION = 3;
     static final int FLAG_SECRET = 1;
+    /** The sender's endpoints use no UCX peer error handling (older peers never set it: they always do). */
+    static final int FLAG_NO_PEER_ERRORS = 2;
     static final int MAX_ADDRESS = 1 << 20;
     static final int NONCE = 16;
     static final byte OK = 1, REJECT = 2, BYE = 0x42;
@@ -51,14 +54,14 @@ final class Handshake {
      * @throws IOException when the socket fails or times out
      */
     static Peer run(Socket s, boolean client, int connId, byte[] ourAddress, byte[] secret, String shmSettings,
-            String peerName) throws IOException {
+            boolean peerErrors, String peerName) throws IOException {
         DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream(), 512));
         DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 512));
         byte[] ourNonce = new byte[NONCE];
         RANDOM.nextBytes(ourNonce);
         out.writeInt(MAGIC);
         out.writeShort(VERSION);
-        out.writeShort(secret != null ? FLAG_SECRET : 0);
+        out.writeShort((secret != null ? FLAG_SECRET : 0) | (peerErrors ? 0 : FLAG_NO_PEER_ERRORS));
         out.writeInt(connId);
         out.writeLong(ProcessHandle.current().pid());
         out.writeUTF(LOCAL_HOST);
@@ -88,6 +91,12 @@ final class Handshake {
         if (host.equals(LOCAL_HOST) && !peerShm.equals(shmSettings)) {
             throw fail(peerName, "shared-memory settings differ (ours: " + shmSettings + "; the peer's: " + peerShm
                     + "); UCX needs them equal in every process on one host", Status.ERR_UNSUPPORTED);
+        }
+        boolean theirPeerErrors = (flags & FLAG_NO_PEER_ERRORS) == 0;
+        if (theirPeerErrors != peerErrors) {
+            throw fail(peerName, "peer error handling differs (ours: " + (peerErrors ? "on" : "off")
+                    + "; the peer's: " + (theirPeerErrors ? "on" : "off") + "); UCX needs both ends of a connection "
+                    + "to agree (UcxOptions.withPeerErrorHandling)", Status.ERR_UNSUPPORTED);
         }
         boolean peerHasSecret = (flags & FLAG_SECRET) != 0;
         if (secret == null && peerHasSecret) {

@@ -157,6 +157,12 @@ public final class Op extends SafeFuture<Long> {
         return QUEUED.compareAndSet(this, 0, 1);
     }
 
+    /** Takes a queued op out of the queue's hands: true for exactly one caller (the owner's last drain, or the
+     * submitter that finds the worker gone). */
+    boolean claimQueued() {
+        return QUEUED.compareAndSet(this, 1, 0);
+    }
+
     void clearQueued() {
         QUEUED.setVolatile(this, 0);
     }

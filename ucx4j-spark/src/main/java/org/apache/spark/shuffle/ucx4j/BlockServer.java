@@ -82,6 +82,7 @@ final class BlockServer implements ConnectionHandler {
             }
         } catch (UcxException peerGone) {
             LOG.debug("ucx4j shuffle: reducer {} left: {}", ep, peerGone.getMessage());
+            ep.abort(); // a connection still open (a refused or unallocatable request) must not stay unserved
         } catch (IOException | RuntimeException e) {
             LOG.warn("ucx4j shuffle: dropping connection {}: {}", ep, e.toString());
             ep.abort();

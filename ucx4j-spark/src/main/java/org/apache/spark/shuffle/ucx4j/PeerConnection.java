@@ -158,7 +158,7 @@ final class PeerConnection {
             done = p.write(h.index(), h.offset(), h.blockSize(), m, transportConf);
         } catch (IOException | RuntimeException e) {
             p.discard(h.index());
-            if (p.claim(h.index())) {
+            if (e instanceof Pending.ClaimedFailure || p.claim(h.index())) {
                 p.listener.onBlockFetchFailure(blockId, e instanceof IOException io ? io
                         : new IOException("ucx4j shuffle: bad part of " + blockId + " from " + describe(), e));
             }
@@ -273,7 +273,19 @@ final class PeerConnection {
                 return null;
             }
             downloads.remove(index);
-            return new Finished(d.channel.closeAndRead(), d.file);
+            try {
+                return new Finished(d.channel.closeAndRead(), d.file);
+            } catch (IOException | RuntimeException e) {
+                d.discard();
+                throw new ClaimedFailure("ucx4j shuffle: could not finish the download of " + blockIds[index], e);
+            }
+        }
+
+        /** A block that failed after it was claimed: its listener still hears about it, once. */
+        static final class ClaimedFailure extends IOException {
+            ClaimedFailure(String message, Throwable cause) {
+                super(message, cause);
+            }
         }
 
         /** Drops a block's partial download: its channel, its file and any parts held. */

@@ -90,6 +90,10 @@ final class UcxShuffleConf {
             return "spark.network.crypto.enabled is on, but UCX does not encrypt: ucx4j will not carry shuffle data"
                     + " in the clear";
         }
+        if (conf.getBoolean("spark.shuffle.service.enabled", false)) {
+            return "spark.shuffle.service.enabled is on: blocks of removed executors would be served by the external "
+                    + "shuffle service, which ucx4j cannot reach (ucx4j serves blocks from live executors)";
+        }
         if (!Ucx.isAvailable()) {
             return "UCX is not available: " + Ucx.unavailabilityCause();
         }

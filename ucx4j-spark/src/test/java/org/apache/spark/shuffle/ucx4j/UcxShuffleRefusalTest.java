@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
 
 import scala.Tuple2;
 
-/** Where ucx4j must not carry the shuffle (here: Spark's network encryption is on), it refuses or falls back. */
+/** Where ucx4j must not carry the shuffle (network encryption, the external shuffle service), it refuses or falls back. */
 class UcxShuffleRefusalTest {
 
     private static SparkConf encrypted() {
@@ -34,6 +34,16 @@ class UcxShuffleRefusalTest {
                 () -> new UcxShuffleManager(encrypted(), true));
         assertTrue(e.getMessage().contains("spark.network.crypto.enabled"), e.getMessage());
         assertTrue(e.getMessage().contains("UCX does not encrypt"), e.getMessage());
+        assertTrue(e.getMessage().contains("spark.ucx4j.fallback=true"), e.getMessage());
+    }
+
+    @Test
+    void theExternalShuffleServiceIsRefusedToo() {
+        SparkConf ess = new SparkConf().setMaster("local[2]").setAppName("refusal")
+                .set("spark.shuffle.manager", Clusters.UCX)
+                .set("spark.shuffle.service.enabled", "true");
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> new UcxShuffleManager(ess, true));
+        assertTrue(e.getMessage().contains("spark.shuffle.service.enabled"), e.getMessage());
         assertTrue(e.getMessage().contains("spark.ucx4j.fallback=true"), e.getMessage());
     }
 

@@ -1,0 +1,205 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Closing and its bounds, timeouts that report themselves as timeouts, and the guards that keep bad input and
+ * misplaced blocking calls away from UCX.
+ */
+@org.junit.jupiter.api.Timeout(120)
+class LifecycleGuardsTest {
+    static final Duration T = Duration.ofSeconds(10);
+
+    @Test
+    void ownerThreadClosesAnEndpointWithinItsBoundAndItIsReleased() throws Exception {
+        CallerModeTest.withCallerClient((a, client, server) -> {
+            AtomicInteger calls = new AtomicInteger();
+            client.onClose(e -> calls.incrementAndGet());
+            long t0 = System.nanoTime();
+            client.close(Duration.ofMillis(200));
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            assertTrue(ms < 900, "close took " + ms + " ms"); // it used to wait out a 1 s floor, unreleased
+            assertTrue(client.isClosed());
+            client.closeFuture().get(5, TimeUnit.SECONDS);
+            Data.eventually(() -> calls.get() == 1);
+            AtomicInteger late = new AtomicInteger();
+            client.onClose(e -> late.incrementAndGet()); // already closed: runs at once, once
+            assertEquals(1, late.get());
+            assertEquals(1, calls.get());
+        });
+    }
+
+    @Test
+    void closingTheWorkerReleasesEndpointsStillOpen() throws Exception {
+        CompletableFuture<Throwable> cause = new CompletableFuture<>();
+        AtomicInteger calls = new AtomicInteger();
+        Endpoint[] kept = new Endpoint[1];
+        CallerModeTest.withCallerClient((a, client, server) -> {
+            client.onClose(e -> {
+                calls.incrementAndGet();
+                cause.complete(e);
+            });
+            kept[0] = client;
+            a.close(); // on the owner thread, with the endpoint still open
+        });
+        kept[0].closeFuture().get(5, TimeUnit.SECONDS);
+        assertNull(cause.get(5, TimeUnit.SECONDS)); // closed locally, not failed
+        Thread.sleep(100);
+        assertEquals(1, calls.get());
+        assertThrows(EndpointClosedException.class, () -> kept[0].send(new byte[1], 1));
+    }
+
+    @Test
+    void aTimedOutSendIsATimeoutAndItsEndpointIsAborted() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment big = Data.pattern(arena, 4 << 20, 1); // rendezvous: waits for a receive never posted
+                UcxTimeoutException e = assertThrows(UcxTimeoutException.class,
+                        () -> client.send(big, 9, Duration.ofMillis(200)));
+                assertTrue(e.getMessage().contains("UCS_ERR_TIMED_OUT"), e.getMessage());
+                assertFalse(client.isAlive()); // UCX cannot withdraw a send: the endpoint went with it
+            }
+        });
+    }
+
+    @Test
+    void blockingInsideUcxProgressIsRefusedNotReentered() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment big = arena.allocate(1 << 20);
+                MemorySegment other = arena.allocate(8);
+                CompletableFuture<Throwable> seen = new CompletableFuture<>();
+                // a rendezvous send completes in UCX's callback, inside ucp_worker_progress; a plain future's
+                // dependent runs right there, where a blocking receive would have to progress the worker again
+                CompletableFuture<Long> s = server.sendAsync(Data.pattern(arena, 1 << 20, 1), 1);
+                CompletableFuture.allOf(s).thenRun(() -> {
+                    try {
+                        server.recv(other, 2, Duration.ofSeconds(1));
+                        seen.complete(null);
+                    } catch (Throwable t) {
+                        seen.complete(t);
+                    }
+                });
+                assertEquals(1 << 20, client.recv(big, 1, T));
+                Data.verify(big, 1 << 20, 1);
+                assertEquals(1 << 20, s.get(10, TimeUnit.SECONDS));
+                Throwable t = seen.get(10, TimeUnit.SECONDS);
+                assertInstanceOf(IllegalStateException.class, t);
+                assertTrue(t.getMessage().contains("async"), t.getMessage());
+                // and the endpoint still works
+                client.send(Data.pattern(arena, 8, 2), 2);
+                assertEquals(8, server.recv(other, 2, T));
+                Data.verify(other, 8, 2);
+            }
+        });
+    }
+
+    @Test
+    void cancelingAWorkerLevelReceiveWithdrawsIt() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment first = arena.allocate(64);
+                CompletableFuture<TagMessage> f = b.recvTaggedAsync(first, 77, -1);
+                assertTrue(f.cancel(false));
+                client.sendTagged(Data.pattern(arena, 64, 5), 77);
+                MemorySegment second = arena.allocate(64);
+                TagMessage m = b.recvTagged(second, 77, -1, T); // the message goes to this receive
+                assertEquals(64, m.length());
+                Data.verify(second, 64, 5);
+            }
+        });
+    }
+
+    @Test
+    void memoryOfAClosedArenaIsRefused() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            Arena gone = Arena.ofShared();
+            MemorySegment s = gone.allocate(64);
+            java.nio.ByteBuffer bb = s.asByteBuffer();
+            gone.close();
+            assertThrows(IllegalStateException.class, () -> client.sendAsync(s, 1));
+            assertThrows(IllegalStateException.class, () -> server.recvAsync(s, 1));
+            assertThrows(IllegalStateException.class, () -> client.send(bb, 1));
+            assertThrows(IllegalStateException.class, () -> b.registerMemory(s));
+            assertTrue(client.isAlive());
+        });
+    }
+
+    @Test
+    void ownerThreadActiveMessageTimeoutIsHonoured() throws Exception {
+        CallerModeTest.withCallerClient((a, client, server) -> {
+            long t0 = System.nanoTime();
+            assertThrows(UcxTimeoutException.class, () -> client.amRecv(Duration.ofMillis(100)));
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            assertTrue(ms < 700, "a 100 ms receive took " + ms + " ms"); // it napped up to a second
+        });
+    }
+
+    @Test
+    void poolGivesBlocksBackAfterItIsClosed() {
+        PooledAllocator p = new PooledAllocator(1 << 20);
+        MemorySegment s = p.allocate(1 << 16);
+        p.close();
+        p.free(s);
+        assertEquals(0, p.cachedBytes());
+        MemorySegment t = p.allocate(1 << 16); // still usable, uncached
+        p.free(t);
+        assertEquals(0, p.cachedBytes());
+    }
+
+    @Test
+    void withoutPeerErrorHandlingMessagesAndRmaFlowAndCloseIsGraceful() throws Exception {
+        UcxOptions off = UcxOptions.defaults().withPeerErrorHandling(false);
+        try (Ucx a = Ucx.open(off); Ucx b = Ucx.open(off); Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port(), T);
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                for (long size : new long[] {8, 1 << 20, 16 << 20}) { // eager and rendezvous
+                    MemorySegment in = arena.allocate(size);
+                    CompletableFuture<Long> r = server.recvAsync(in, 3);
+                    client.send(Data.pattern(arena, size, 7), 3, T);
+                    assertEquals(size, r.get(10, TimeUnit.SECONDS));
+                    Data.verify(in, size, 7);
+                }
+                try (MemoryRegion region = b.allocateMemory(4 << 20)) {
+                    MemorySegment.copy(Data.pattern(arena, 4 << 20, 9), 0, region.segment(), 0, 4 << 20);
+                    try (RemoteKey key = client.unpackRemoteKey(region.packRemoteKey())) {
+                        MemorySegment dst = arena.allocate(4 << 20);
+                        assertEquals(4 << 20, client.get(dst, key, 0, T));
+                        Data.verify(dst, 4 << 20, 9);
+                    }
+                }
+                client.close();
+                assertTrue(client.isClosed());
+                server.closeFuture().get(10, TimeUnit.SECONDS); // the peer hears the goodbye
+            }
+        }
+    }
+
+    @Test
+    void endsThatDisagreeOnPeerErrorHandlingAreRefused() throws Exception {
+        AtomicInteger handled = new AtomicInteger();
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(UcxOptions.defaults().withPeerErrorHandling(false));
+                Listener l = b.listen(0, ep -> handled.incrementAndGet())) {
+            UcxException e = assertThrows(UcxException.class, () -> a.connect("127.0.0.1", l.port(), T));
+            assertTrue(e.getMessage().contains("peer error handling differs"), e.getMessage());
+            assertTrue(e.getMessage().contains("UCS_ERR_UNSUPPORTED"), e.getMessage());
+            Thread.sleep(200);
+            assertEquals(0, handled.get());
+        }
+    }
+}
