@@ -85,6 +85,9 @@ int main(void) {
     S(ucp_mem_map_params_t);
     F(ucp_mem_map_params_t, field_mask); F(ucp_mem_map_params_t, address); F(ucp_mem_map_params_t, length);
     F(ucp_mem_map_params_t, flags); F(ucp_mem_map_params_t, prot); F(ucp_mem_map_params_t, memory_type);
+    S(ucp_mem_attr_t);
+    F(ucp_mem_attr_t, field_mask); F(ucp_mem_attr_t, address); F(ucp_mem_attr_t, length);
+    F(ucp_mem_attr_t, mem_type);
     C(UCP_AM_HANDLER_PARAM_FIELD_ID);
     C(UCP_AM_HANDLER_PARAM_FIELD_FLAGS);
     C(UCP_AM_HANDLER_PARAM_FIELD_CB);
@@ -96,7 +99,11 @@ int main(void) {
     C(UCP_DATATYPE_IOV);
     C(UCP_MEM_MAP_PARAM_FIELD_ADDRESS);
     C(UCP_MEM_MAP_PARAM_FIELD_LENGTH);
+    C(UCP_MEM_MAP_PARAM_FIELD_FLAGS);
     C(UCP_MEM_MAP_PARAM_FIELD_PROT);
+    C(UCP_MEM_MAP_ALLOCATE);
+    C(UCP_MEM_ATTR_FIELD_ADDRESS);
+    C(UCP_MEM_ATTR_FIELD_LENGTH);
     C(UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
     C(UCP_MEM_MAP_PROT_LOCAL_READ);
     C(UCP_MEM_MAP_PROT_LOCAL_WRITE);

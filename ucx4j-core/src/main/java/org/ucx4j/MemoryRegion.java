@@ -7,7 +7,8 @@ import org.ucx4j.internal.engine.Engine;
 
 /**
  * Native memory registered with UCX for one-sided access (RMA). Create with {@link Ucx#registerMemory} (your
- * segment) or {@link Ucx#allocateMemory} (ucx4j allocates, and frees at close). Hand {@link #packRemoteKey()}'s bytes
+ * segment) or {@link Ucx#allocateMemory} (UCX allocates, from shared memory where it can, and frees at close:
+ * the fastest choice for peers on the same host, which then read and write it directly). Hand {@link #packRemoteKey()}'s bytes
  * to a peer (any channel: a tag message, an active message, a file); the peer turns them into a {@link RemoteKey}
  * with {@link Endpoint#unpackRemoteKey} and can then {@code put}/{@code get} this memory without this side doing
  * anything. Closing unregisters it; the worker's close unregisters what is left.
@@ -19,18 +20,28 @@ public final class MemoryRegion implements AutoCloseable {
     private final long memh;
     private final AtomicBoolean closed = new AtomicBoolean();
 
-    MemoryRegion(Engine engine, MemorySegment segment, Arena owned) {
+    /** Registers the caller's segment. */
+    MemoryRegion(Engine engine, MemorySegment segment) {
         this.engine = engine;
         this.segment = segment;
-        this.owned = owned;
+        this.owned = null;
+        this.memh = engine.memMap(segment.address(), segment.byteSize());
+    }
+
+    /** Has UCX allocate and register {@code size} bytes; the segment is valid until the region or worker closes. */
+    MemoryRegion(Engine engine, long size) {
+        this.engine = engine;
+        this.owned = Arena.ofShared();
+        Engine.Allocation a;
         try {
-            this.memh = engine.memMap(segment.address(), segment.byteSize());
-        } catch (RuntimeException e) {
-            if (owned != null) {
-                owned.close();
-            }
+            a = engine.memAllocate(size, owned);
+        } catch (RuntimeException | Error e) {
+            owned.close();
             throw e;
         }
+        this.memh = a.memh();
+        this.segment = a.segment();
+        segment.fill((byte) 0); // UCX's shared-memory allocators zero it; its heap fallback may not
     }
 
     /** The registered memory. */
@@ -63,14 +74,17 @@ public final class MemoryRegion implements AutoCloseable {
         if (!closed.compareAndSet(false, true)) {
             return;
         }
+        if (owned != null) {
+            try {
+                owned.close(); // the segment goes before UCX frees the memory
+            } catch (IllegalStateException alreadyClosed) {
+                // the worker's close got there first
+            }
+        }
         try {
             engine.memUnmap(memh);
         } catch (UcxException e) {
             // the worker is closing: it unregisters what is left
-        } finally {
-            if (owned != null) {
-                owned.close();
-            }
         }
     }
 

@@ -379,24 +379,21 @@ public final class Ucx implements AutoCloseable {
         if (seg.byteSize() == 0) {
             throw new IllegalArgumentException("cannot register an empty segment");
         }
-        return new MemoryRegion(engine, seg, null);
+        return new MemoryRegion(engine, seg);
     }
 
-    /** Allocates {@code size} bytes (page-aligned, zeroed) and registers them; closing the region frees them. */
+    /**
+     * Has UCX allocate {@code size} bytes (zeroed) and register them, as ucx_perftest does: UCX takes shared memory
+     * first ({@code UCX_ALLOC_PRIO}, sysv and posix by default), so peers on this host read and write it with plain
+     * copies rather than through the kernel. The region's segment is valid until the region or this instance closes;
+     * closing the region frees the memory.
+     */
     public MemoryRegion allocateMemory(long size) {
         checkOpen();
         if (size <= 0) {
             throw new IllegalArgumentException("size must be positive, got " + size);
         }
-        java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofShared();
-        MemorySegment seg;
-        try {
-            seg = arena.allocate(size, 4096);
-        } catch (RuntimeException | Error e) {
-            arena.close();
-            throw e;
-        }
-        return new MemoryRegion(engine, seg, arena);
+        return new MemoryRegion(engine, size);
     }
 
     /** Completes when every operation issued on this worker before it has completed remotely. */

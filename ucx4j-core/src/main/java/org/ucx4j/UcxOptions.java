@@ -11,7 +11,9 @@ import java.util.Objects;
  *
  * <p>ucx4j's own defaults, set as environment defaults before UCX loads (a {@code UCX_*} variable you set wins):
  * {@code UCX_POSIX_ERROR_HANDLING=y} (shared memory stays usable on endpoints with peer-failure detection) and
- * {@code UCX_KEEPALIVE_INTERVAL=1s} (a dead same-host peer is noticed within seconds). Options given here override
+ * {@code UCX_KEEPALIVE_INTERVAL=1s} (a dead same-host peer is noticed within seconds) and
+ * {@code UCX_ALLOC_PRIO=md:posix,md:sysv,huge,thp,md:*,mmap,heap} ({@link Ucx#allocateMemory} takes posix shared
+ * memory, which same-host peers read and write directly over those lanes). Options given here override
  * UCP-level settings; transport-level ones ({@code POSIX_*}, {@code TCP_*}) must come from the environment.
  */
 public final class UcxOptions implements Cloneable {

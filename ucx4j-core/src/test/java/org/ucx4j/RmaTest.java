@@ -94,6 +94,32 @@ class RmaTest {
     }
 
     @Test
+    void allocatedMemoryIsZeroedAndUnreachableOnceFreed() {
+        MemorySegment byRegion, byWorker;
+        try (Ucx ucx = Ucx.open()) {
+            MemoryRegion region = ucx.allocateMemory(100_000);
+            byRegion = region.segment();
+            assertEquals(100_000, byRegion.byteSize());
+            for (long i = 0; i < byRegion.byteSize(); i += 4096) {
+                assertEquals(0, byRegion.get(ValueLayout.JAVA_BYTE, i), "byte " + i);
+            }
+            byRegion.set(ValueLayout.JAVA_BYTE, 99_999, (byte) 1);
+            region.close();
+            region.close(); // idempotent
+            assertTrue(region.isClosed());
+            assertThrows(IllegalStateException.class, region::packRemoteKey);
+            // UCX freed it: the segment refuses access instead of touching freed memory
+            assertThrows(IllegalStateException.class, () -> byRegion.get(ValueLayout.JAVA_BYTE, 0));
+            MemoryRegion left = ucx.allocateMemory(4096);
+            byWorker = left.segment();
+            byWorker.set(ValueLayout.JAVA_BYTE, 0, (byte) 2);
+            assertThrows(IllegalArgumentException.class, () -> ucx.allocateMemory(0));
+        }
+        // the worker's close freed the region nobody closed, and its segment with it
+        assertThrows(IllegalStateException.class, () -> byWorker.get(ValueLayout.JAVA_BYTE, 0));
+    }
+
+    @Test
     void corruptedOrTruncatedKeysAreRefusedNeverACrash() throws Exception {
         FailureTest.pair((a, b, client, server) -> {
             try (MemoryRegion region = b.allocateMemory(4096)) {

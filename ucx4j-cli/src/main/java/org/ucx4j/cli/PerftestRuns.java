@@ -14,7 +14,7 @@ import java.util.concurrent.TimeUnit;
 /**
  * UCX's own C benchmark, run as a server and a client process per measurement. With {@code errModePeer} it uses
  * {@code -e} (peer failure detection) plus {@code UCX_POSIX_ERROR_HANDLING=y}, the same endpoint setup ucx4j uses,
- * so the comparison is like for like. Its MB/s are 2^20 B/s; they are converted to 10^6.
+ * so the comparison is like for like; both modes get ucx4j's {@code UCX_ALLOC_PRIO} (posix shared memory first). Its MB/s are 2^20 B/s; they are converted to 10^6.
  */
 final class PerftestRuns {
     private final String binary;
@@ -103,6 +103,8 @@ final class PerftestRuns {
             pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
         }
         Map<String, String> env = pb.environment();
+        // ucx4j's allocation order (posix shared memory first), so RMA targets are the same kind of memory
+        env.putIfAbsent("UCX_ALLOC_PRIO", "md:posix,md:sysv,huge,thp,md:*,mmap,heap");
         if (errModePeer) {
             env.putIfAbsent("UCX_POSIX_ERROR_HANDLING", "y");
         }

@@ -70,7 +70,8 @@ final class UcxRuns {
                         }
                     }
                     case RMA -> {
-                        try (MemoryRegion region = ucx.registerMemory(buf.asSlice(0, Math.max(size, 1)))) {
+                        // UCX-allocated (shared) memory, as ucx_perftest's: same-host gets become plain copies
+                        try (MemoryRegion region = ucx.allocateMemory(Math.max(size, 1))) {
                             ep.sendObject(region.packRemoteKey());
                             ep.recv(ack, ACK, Duration.ofHours(1)); // the client is done reading
                         }
@@ -180,8 +181,11 @@ final class UcxRuns {
 
     /** One direction with {@code window} operations outstanding; timed until the receiver acknowledges the last. */
     static Measurement stream(Api api, Ucx ucx, Endpoint ep, String mode, long size, long iters, int window) {
-        try (Arena arena = Arena.ofShared()) {
-            MemorySegment b = arena.allocate(Math.max(1, size), 4096).asSlice(0, size);
+        try (Arena arena = Arena.ofShared();
+                MemoryRegion local = api == Api.RMA ? ucx.allocateMemory(Math.max(1, size)) : null) {
+            // gets land in UCX-allocated memory, as ucx_perftest's do
+            MemorySegment b = (local != null ? local.segment() : arena.allocate(Math.max(1, size), 4096))
+                    .asSlice(0, size);
             MemorySegment ack = arena.allocate(8);
             command(ep, arena, api, STREAM, size, iters, window);
             RemoteKey key = api == Api.RMA ? ep.unpackRemoteKey(ep.recvObject(Duration.ofMinutes(1))) : null;

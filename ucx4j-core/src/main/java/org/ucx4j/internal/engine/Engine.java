@@ -148,6 +148,8 @@ public final class Engine {
     /** Live remote keys and memory registrations (owner thread), released before the worker and context go. */
     private final java.util.Set<Long> rkeys = new java.util.HashSet<>();
     private final java.util.Set<Long> memhs = new java.util.HashSet<>();
+    /** The arenas of segments over UCX-allocated memory, by memh: closed before the memory is freed. */
+    private final java.util.Map<Long, Arena> allocated = new java.util.HashMap<>();
     private final int maxFrames;
     private final long maxMessageBytes;
     private int idle;
@@ -2055,17 +2057,71 @@ public final class Engine {
         });
     }
 
-    /** Unregisters memory; a no-op once the worker is closed (it was unregistered then). */
+    /**
+     * Has UCX allocate and register {@code length} bytes ({@code ucp_mem_map} with {@code UCP_MEM_MAP_ALLOCATE}, as
+     * ucx_perftest does): UCX takes shared memory first (sysv, posix), which peers on this host map and copy from
+     * directly instead of going through the kernel. Returns the registration and a segment over the memory in
+     * {@code arena}; the arena is closed before the memory is freed, however that happens.
+     */
+    public Allocation memAllocate(long length, Arena arena) {
+        return onOwner("allocate memory", () -> {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment p = a.allocate(UCP_MEM_MAP_PARAMS);
+                p.set(JAVA_LONG, MMP_FIELD_MASK, UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                        | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT
+                        | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
+                p.set(JAVA_LONG, MMP_ADDRESS, 0L);
+                p.set(JAVA_LONG, MMP_LENGTH, length);
+                p.set(JAVA_INT, MMP_FLAGS, UCP_MEM_MAP_ALLOCATE);
+                p.set(JAVA_INT, MMP_PROT, UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE
+                        | UCP_MEM_MAP_PROT_REMOTE_READ | UCP_MEM_MAP_PROT_REMOTE_WRITE);
+                p.set(JAVA_INT, MMP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
+                MemorySegment out = a.allocate(JAVA_LONG);
+                check(Ucp.memMap(context, p.address(), out.address()), "ucp_mem_map(allocate)");
+                long memh = out.get(JAVA_LONG, 0);
+                MemorySegment attr = a.allocate(UCP_MEM_ATTR);
+                attr.set(JAVA_LONG, MA_FIELD_MASK, UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH);
+                int st = Ucp.memQuery(memh, attr.address());
+                if (st != Status.OK) {
+                    Ucp.memUnmap(context, memh);
+                    check(st, "ucp_mem_query");
+                }
+                long address = attr.get(JAVA_LONG, MA_ADDRESS);
+                // UCX may round the length up; the caller sees what it asked for
+                MemorySegment seg = MemorySegment.ofAddress(address).reinterpret(length, arena, null);
+                memhs.add(memh);
+                allocated.put(memh, arena);
+                return new Allocation(memh, seg);
+            }
+        });
+    }
+
+    /** A registration of memory UCX allocated, and the segment over it. */
+    public record Allocation(long memh, MemorySegment segment) {}
+
+    /** Unregisters memory (freeing it if UCX allocated it); a no-op once the worker is closed (done then). */
     public void memUnmap(long memh) {
         if (terminated) {
             return;
         }
         onOwner("unregister memory", () -> {
             if (memhs.remove(memh)) {
-                check(Ucp.memUnmap(context, memh), "ucp_mem_unmap");
+                unmap(memh);
             }
             return null;
         });
+    }
+
+    private void unmap(long memh) {
+        Arena arena = allocated.remove(memh);
+        if (arena != null) {
+            try {
+                arena.close(); // the segment goes before the memory does
+            } catch (IllegalStateException alreadyClosed) {
+                // closed by the region itself
+            }
+        }
+        check(Ucp.memUnmap(context, memh), "ucp_mem_unmap");
     }
 
     /** The packed remote key of a registration ({@code ucp_rkey_pack}). */
@@ -2219,7 +2275,11 @@ public final class Engine {
             rkeys.clear();
             Ucp.workerDestroy(worker);
             for (long memh : memhs) {
-                Ucp.memUnmap(context, memh);
+                try {
+                    unmap(memh);
+                } catch (UcxException ignored) {
+                    // going anyway
+                }
             }
             memhs.clear();
             Ucp.cleanup(context);

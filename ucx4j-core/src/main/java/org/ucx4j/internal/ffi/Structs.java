@@ -130,6 +130,13 @@ public final class Structs {
             JAVA_INT.withName("memory_type"),
             paddingLayout(4)).withName("ucp_mem_map_params_t");
 
+    public static final StructLayout UCP_MEM_ATTR = structLayout(
+            JAVA_LONG.withName("field_mask"),
+            ADDRESS.withName("address"),
+            JAVA_LONG.withName("length"),
+            JAVA_INT.withName("mem_type"),
+            paddingLayout(4)).withName("ucp_mem_attr_t");
+
     public static final StructLayout SOCKADDR_IN = structLayout(
             JAVA_SHORT.withName("sin_family"),
             JAVA_SHORT.withName("sin_port"),
@@ -189,7 +196,11 @@ public final class Structs {
     public static final long MMP_FIELD_MASK = off(UCP_MEM_MAP_PARAMS, "field_mask");
     public static final long MMP_ADDRESS = off(UCP_MEM_MAP_PARAMS, "address");
     public static final long MMP_LENGTH = off(UCP_MEM_MAP_PARAMS, "length");
+    public static final long MMP_FLAGS = off(UCP_MEM_MAP_PARAMS, "flags");
     public static final long MMP_PROT = off(UCP_MEM_MAP_PARAMS, "prot");
+    public static final long MA_FIELD_MASK = off(UCP_MEM_ATTR, "field_mask");
+    public static final long MA_ADDRESS = off(UCP_MEM_ATTR, "address");
+    public static final long MA_LENGTH = off(UCP_MEM_ATTR, "length");
     public static final long MMP_MEMORY_TYPE = off(UCP_MEM_MAP_PARAMS, "memory_type");
     public static final long TRI_SENDER_TAG = off(UCP_TAG_RECV_INFO, "sender_tag");
     public static final long TRI_LENGTH = off(UCP_TAG_RECV_INFO, "length");
@@ -248,7 +259,11 @@ public final class Structs {
     public static final long UCP_DATATYPE_IOV = 2;
     public static final long UCP_MEM_MAP_PARAM_FIELD_ADDRESS = 1L;
     public static final long UCP_MEM_MAP_PARAM_FIELD_LENGTH = 1L << 1;
+    public static final long UCP_MEM_MAP_PARAM_FIELD_FLAGS = 1L << 2;
     public static final long UCP_MEM_MAP_PARAM_FIELD_PROT = 1L << 3;
+    public static final int UCP_MEM_MAP_ALLOCATE = 1 << 1;
+    public static final long UCP_MEM_ATTR_FIELD_ADDRESS = 1L;
+    public static final long UCP_MEM_ATTR_FIELD_LENGTH = 1L << 1;
     public static final long UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE = 1L << 4;
     public static final int UCP_MEM_MAP_PROT_LOCAL_READ = 1;
     public static final int UCP_MEM_MAP_PROT_LOCAL_WRITE = 1 << 1;
@@ -298,6 +313,7 @@ public final class Structs {
         put(m, UCP_AM_RECV_PARAM, "recv_attr", "reply_ep");
         put(m, UCP_DT_IOV, "buffer", "length");
         put(m, UCP_MEM_MAP_PARAMS, "field_mask", "address", "length", "flags", "prot", "memory_type");
+        put(m, UCP_MEM_ATTR, "field_mask", "address", "length", "mem_type");
         put(m, SOCKADDR_IN, "sin_family", "sin_port", "sin_addr");
         put(m, SOCKADDR_IN6, "sin6_family", "sin6_port", "sin6_flowinfo", "sin6_addr", "sin6_scope_id");
         return m;
@@ -359,7 +375,11 @@ public final class Structs {
         m.put("UCP_DATATYPE_IOV", (long) UCP_DATATYPE_IOV);
         m.put("UCP_MEM_MAP_PARAM_FIELD_ADDRESS", (long) UCP_MEM_MAP_PARAM_FIELD_ADDRESS);
         m.put("UCP_MEM_MAP_PARAM_FIELD_LENGTH", (long) UCP_MEM_MAP_PARAM_FIELD_LENGTH);
+        m.put("UCP_MEM_MAP_PARAM_FIELD_FLAGS", (long) UCP_MEM_MAP_PARAM_FIELD_FLAGS);
         m.put("UCP_MEM_MAP_PARAM_FIELD_PROT", (long) UCP_MEM_MAP_PARAM_FIELD_PROT);
+        m.put("UCP_MEM_MAP_ALLOCATE", (long) UCP_MEM_MAP_ALLOCATE);
+        m.put("UCP_MEM_ATTR_FIELD_ADDRESS", (long) UCP_MEM_ATTR_FIELD_ADDRESS);
+        m.put("UCP_MEM_ATTR_FIELD_LENGTH", (long) UCP_MEM_ATTR_FIELD_LENGTH);
         m.put("UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE", (long) UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
         m.put("UCP_MEM_MAP_PROT_LOCAL_READ", (long) UCP_MEM_MAP_PROT_LOCAL_READ);
         m.put("UCP_MEM_MAP_PROT_LOCAL_WRITE", (long) UCP_MEM_MAP_PROT_LOCAL_WRITE);

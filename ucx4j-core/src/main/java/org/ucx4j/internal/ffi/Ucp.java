@@ -116,6 +116,7 @@ public final class Ucp {
         static final MethodHandle AM_RECV_DATA_NBX = ucp("ucp_am_recv_data_nbx", L_LLLLL);
         static final MethodHandle MEM_MAP = ucp("ucp_mem_map", I_LLL);
         static final MethodHandle MEM_UNMAP = ucp("ucp_mem_unmap", I_LL);
+        static final MethodHandle MEM_QUERY = ucp("ucp_mem_query", I_LL);
         static final MethodHandle RKEY_PACK = ucp("ucp_rkey_pack", FunctionDescriptor.of(JAVA_INT, JAVA_LONG,
                 JAVA_LONG, JAVA_LONG, JAVA_LONG));
         static final MethodHandle RKEY_BUFFER_RELEASE = ucp("ucp_rkey_buffer_release", V_L);
@@ -361,6 +362,10 @@ public final class Ucp {
 
     public static int memMap(long context, long params, long memhOut) {
         try { return status((int) Holder.MEM_MAP.invokeExact(context, params, memhOut)); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static int memQuery(long memh, long attr) {
+        try { return status((int) Holder.MEM_QUERY.invokeExact(memh, attr)); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int memUnmap(long context, long memh) {
