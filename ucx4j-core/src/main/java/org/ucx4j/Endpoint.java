@@ -58,6 +58,7 @@ public final class Endpoint implements AutoCloseable {
     }
 
     public CompletableFuture<Long> sendAsync(byte[] buf, int tag) {
+        ucx.checkOpen();
         long copy = Buffers.copyIn(buf);
         Op op = engine.tagSend(core, copy, buf.length, core.sendTag(tag), copy, false);
         engine.submit(op);
@@ -358,6 +359,9 @@ public final class Endpoint implements AutoCloseable {
     /** Receives exactly {@code buf.length} stream bytes into the array. */
     public long streamRecv(byte[] buf) {
         ucx.checkOpen();
+        if (Objects.requireNonNull(buf, "buffer").length == 0) {
+            throw new IllegalArgumentException("a stream receive needs room for at least one byte");
+        }
         long staging = Buffers.staging(buf);
         Op op = engine.streamRecv(core, staging, buf.length, true, staging, buf, true);
         engine.submit(op);
@@ -679,8 +683,10 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * Closes the endpoint gracefully, off the caller's thread, once {@code n} more receives (tag or stream) have
-     * completed on it (UCX-Py's {@code close_after_n_recv}); {@code n == 0} closes now.
+     * Closes the endpoint gracefully, off the caller's thread, once {@code n} more messages have been received on
+     * it (UCX-Py's {@code close_after_n_recv}): tag and stream receives that complete, and active messages (frames
+     * and objects too, one each) as they arrive; gets, which this side issues, do not count. {@code n == 0} closes
+     * now.
      */
     public void closeAfterReceives(long n) {
         if (n < 0) {

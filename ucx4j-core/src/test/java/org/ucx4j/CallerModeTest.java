@@ -300,4 +300,36 @@ class CallerModeTest {
             Thread.currentThread().interrupt();
         }
     }
+
+    /**
+     * Another thread's timed call on a caller-mode worker whose owner is not progressing: the operation never
+     * reaches UCX, and the wait still ends at its deadline (not when the owner next turns the crank); the worker
+     * then goes on working for its owner.
+     */
+    @Test
+    void timedWaitOfAnotherThreadEndsWhileTheOwnerIsIdle() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment buf = arena.allocate(8);
+                CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+                Thread t = Thread.ofVirtual().start(() -> {
+                    try {
+                        client.recv(buf, 5, Duration.ofMillis(300));
+                        outcome.complete(null);
+                    } catch (Throwable e) {
+                        outcome.complete(e);
+                    }
+                });
+                // the owner (this thread) does not progress meanwhile
+                Throwable e = outcome.get(5, TimeUnit.SECONDS);
+                assertInstanceOf(UcxTimeoutException.class, e, String.valueOf(e));
+                assertTrue(e.getMessage().contains("UCS_ERR_TIMED_OUT"), e.getMessage());
+                t.join();
+                // the withdrawn receive left nothing behind: the owner's next receive gets the next message
+                server.send(new byte[] {42, 0, 0, 0, 0, 0, 0, 0}, 5);
+                assertEquals(8, client.recv(buf, 5, T));
+                assertEquals(42, buf.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0));
+            }
+        });
+    }
 }

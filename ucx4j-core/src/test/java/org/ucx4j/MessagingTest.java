@@ -222,14 +222,30 @@ class MessagingTest {
     @Test
     void closeAfterReceivesClosesOnTheNth() throws Exception {
         FailureTest.pair((a, b, client, server) -> {
-            server.closeAfterReceives(3);
+            server.closeAfterReceives(4);
             CompletableFuture<Long> peerSide = client.recvAsync(new byte[1], 9);
-            for (int i = 0; i < 3; i++) {
+            for (int i = 0; i < 2; i++) {
                 assertTrue(server.isAlive(), "still open before receive " + i);
                 CompletableFuture<Long> r = server.recvAsync(new byte[4], 1);
                 client.send(new byte[] {1, 2, 3, (byte) i}, 1, T);
                 assertEquals(4, r.get(10, TimeUnit.SECONDS));
             }
+            // gets are this side's own reads, not receives: they do not count
+            try (MemoryRegion region = a.allocateMemory(64); java.lang.foreign.Arena arena =
+                    java.lang.foreign.Arena.ofConfined(); RemoteKey key = server.unpackRemoteKey(region.packRemoteKey())) {
+                for (int i = 0; i < 3; i++) {
+                    server.get(arena.allocate(8), key, 8L * i, T);
+                }
+            }
+            assertTrue(server.isAlive(), "gets do not count as receives");
+            // an active message does (3), and a stream receive (4) closes it
+            client.amSend(new byte[0], new byte[] {7});
+            try (AmMessage m = server.amRecv(T)) {
+                assertEquals(1, m.payload().byteSize());
+            }
+            assertTrue(server.isAlive(), "still open before the fourth receive");
+            client.streamSend(new byte[] {8});
+            server.streamRecv(new byte[1]);
             server.closeFuture().get(10, TimeUnit.SECONDS);
             assertTrue(server.isClosed());
             Exception e = assertThrows(Exception.class, () -> peerSide.get(10, TimeUnit.SECONDS));

@@ -129,4 +129,49 @@ class TagsAndConcurrencyTest {
             }
         }
     }
+
+    /**
+     * Canceling an async receive races with messages matching it: either the cancel wins (the future is canceled
+     * and the message goes to the next receive) or the message does (cancel returns false and the future has it).
+     * Every message is accounted for, with its bytes, whichever wins.
+     */
+    @Test
+    void cancelingAReceiveNeverLosesAMessage() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            int rounds = 40;
+            long size = 1 << 20; // rendezvous: matched well before its data has landed
+            int canceled = 0, delivered = 0;
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment buf = arena.allocate(size);
+                for (int i = 0; i < rounds; i++) {
+                    CompletableFuture<Long> r = server.recvAsync(buf, 3);
+                    CompletableFuture<Long> s = client.sendAsync(Data.pattern(arena, size, i), 3);
+                    // sweep the cancel across the message's life: before it arrives, while it lands, after
+                    long spin = (i % 10) * 50_000L;
+                    for (long t0 = System.nanoTime(); System.nanoTime() - t0 < spin; ) {
+                        Thread.onSpinWait();
+                    }
+                    boolean wasCanceled = r.cancel(false);
+                    assertEquals(wasCanceled, r.isCancelled(), "cancel's answer matches the future's state");
+                    if (wasCanceled) {
+                        canceled++;
+                        assertThrows(java.util.concurrent.CancellationException.class, r::join);
+                        buf.fill((byte) 0);
+                        assertEquals(size, server.recv(buf, 3, T), "the next receive gets the message");
+                    } else {
+                        delivered++;
+                        assertEquals(size, r.get(10, TimeUnit.SECONDS));
+                    }
+                    Data.verify(buf, size, i);
+                    s.get(10, TimeUnit.SECONDS);
+                }
+            }
+            assertEquals(rounds, canceled + delivered);
+            // nothing is left over: no stray message waits for a receive
+            try (Arena arena = Arena.ofConfined()) {
+                assertThrows(UcxTimeoutException.class, () -> server.recv(arena.allocate(size), 3,
+                        Duration.ofMillis(200)));
+            }
+        });
+    }
 }

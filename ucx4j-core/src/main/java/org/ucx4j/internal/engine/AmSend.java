@@ -73,35 +73,40 @@ public final class AmSend {
         if (block == 0) {
             throw new OutOfMemoryError("malloc(" + size + ") failed");
         }
-        MemorySegment b = NativeAccess.view(block, size);
-        if (!ep.raw) {
-            AmWire.prefixAt(b, ep.peerConnId, kind);
-        }
-        MemorySegment.copy(header, 0, b, prefix, header.byteSize());
-        long tableAt = align(headerLength);
-        long copyAt = tableAt + table;
         long buffer = 0, count = 0;
-        for (int i = 0; i < n; i++) {
-            MemorySegment p = parts.get(i);
-            long address;
-            if (p.isNative()) {
-                address = p.address();
-            } else {
-                MemorySegment.copy(p, 0, b, copyAt, p.byteSize());
-                address = block + copyAt;
-                copyAt += p.byteSize();
+        try {
+            MemorySegment b = NativeAccess.view(block, size);
+            if (!ep.raw) {
+                AmWire.prefixAt(b, ep.peerConnId, kind);
+            }
+            MemorySegment.copy(header, 0, b, prefix, header.byteSize());
+            long tableAt = align(headerLength);
+            long copyAt = tableAt + table;
+            for (int i = 0; i < n; i++) {
+                MemorySegment p = parts.get(i);
+                long address;
+                if (p.isNative()) {
+                    address = p.address();
+                } else {
+                    MemorySegment.copy(p, 0, b, copyAt, p.byteSize());
+                    address = block + copyAt;
+                    copyAt += p.byteSize();
+                }
+                if (iov) {
+                    b.set(JAVA_LONG, tableAt + i * UCP_DT_IOV.byteSize() + IOV_BUFFER, address);
+                    b.set(JAVA_LONG, tableAt + i * UCP_DT_IOV.byteSize() + IOV_LENGTH, p.byteSize());
+                } else {
+                    buffer = address;
+                    count = p.byteSize();
+                }
             }
             if (iov) {
-                b.set(JAVA_LONG, tableAt + i * UCP_DT_IOV.byteSize() + IOV_BUFFER, address);
-                b.set(JAVA_LONG, tableAt + i * UCP_DT_IOV.byteSize() + IOV_LENGTH, p.byteSize());
-            } else {
-                buffer = address;
-                count = p.byteSize();
+                buffer = n == 0 ? 0 : block + tableAt;
+                count = n;
             }
-        }
-        if (iov) {
-            buffer = n == 0 ? 0 : block + tableAt;
-            count = n;
+        } catch (RuntimeException | Error e) { // a segment closed under us, say: the block is ours to free
+            Ucp.free(block);
+            throw e;
         }
         Engine e = ep.engine;
         return e.amSend(ep, ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J, block, headerLength, buffer, count,

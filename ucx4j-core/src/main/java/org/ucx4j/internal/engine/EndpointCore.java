@@ -28,6 +28,8 @@ public final class EndpointCore {
     final PeerStats stats = new PeerStats();
     /** Receiver-allocated messages by kind (plain active messages, frames, objects); owner thread. */
     final Inbox[] inboxes = {new Inbox(), new Inbox(), new Inbox()};
+    /** Messages received so far (tag, stream, active message; not gets); owner thread. */
+    long receivesCompleted;
     /** Close gracefully once this many receives have completed in total (-1: never); see closeAfterReceives. */
     volatile long closeAfter = -1;
     volatile Runnable closeAfterAction;
@@ -98,7 +100,7 @@ public final class EndpointCore {
     public void closeAfterReceives(long n, Runnable action) {
         closeAfterAction = action;
         engine.execute(() -> {
-            closeAfter = stats.messagesReceived + n;
+            closeAfter = receivesCompleted + n;
             engine.checkCloseAfter(this);
         });
     }

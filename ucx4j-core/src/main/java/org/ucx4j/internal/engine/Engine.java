@@ -582,7 +582,7 @@ public final class Engine {
         long r = Ucp.tagMsgRecvNbx(worker, address, length, msg, reqParam.address());
         if (r == 0) {
             ep.stats.received(len, 0);
-            checkCloseAfter(ep);
+            receiveCompleted(ep);
             return len;
         }
         Op op = tagRecv(ep, address, length, tag, -1L, 0, null, true);
@@ -794,8 +794,10 @@ public final class Engine {
             }
             return f.join();
         } catch (InterruptedException e) {
-            f.cancel(false);
             Thread.currentThread().interrupt();
+            if (!f.cancel(false) && !f.isCompletedExceptionally()) {
+                return f.join(); // it arrived meanwhile: delivered, not dropped (the interrupt stays set)
+            }
             throw new CanceledException(what + " interrupted (" + Status.name(Status.ERR_CANCELED) + ")",
                     Status.ERR_CANCELED, e);
         } catch (java.util.concurrent.ExecutionException e) {
@@ -922,14 +924,14 @@ public final class Engine {
                 long now = System.nanoTime();
                 if (!op.cancelRequested && now - deadline >= 0 && timeoutNanos >= 0) {
                     timedOut = true;
-                    cancel(op);
+                    withdraw(op);
                 }
                 long park = op.cancelRequested ? TimeUnit.MILLISECONDS.toNanos(100) : deadline - now;
                 LockSupport.parkNanos(op, Math.min(park, TimeUnit.SECONDS.toNanos(1)));
                 if (Thread.interrupted()) {
                     interrupted = true;
                     if (!op.cancelRequested) {
-                        cancel(op);
+                        withdraw(op);
                     }
                 }
             }
@@ -966,6 +968,23 @@ public final class Engine {
         return true;
     }
 
+    /**
+     * A waiter's cancel (timeout, interrupt; not the owner thread): an op still waiting in the queue is taken back
+     * and failed here, since an owner that is not progressing (caller mode, busy elsewhere) would otherwise leave
+     * the waiter parked past its deadline; one the owner already has is canceled by it. The op is then never
+     * recycled (cancelRequested), as the queue may still hold it until the owner skips it.
+     */
+    private void withdraw(Op op) {
+        if (op.claimQueued()) {
+            op.cancelRequested = true;
+            freeOwned(op);
+            op.finish(0, 0, new CanceledException(op.what + " canceled before it started ("
+                    + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
+        } else {
+            cancel(op);
+        }
+    }
+
     /** Asks the owner thread to cancel an op (any thread). */
     public void cancel(Op op) {
         op.cancelRequested = true;
@@ -978,6 +997,23 @@ public final class Engine {
         }
         if (sleeping) {
             Ucp.workerSignal(worker);
+        }
+    }
+
+    /** How long {@link Op#cancel} waits for the owner thread to withdraw a receive. */
+    static final long CANCEL_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+
+    /** Cancels an async {@code op} and waits (bounded) until the owner thread has withdrawn or completed it. */
+    void cancelAndWait(Op op) {
+        cancel(op);
+        long deadline = System.nanoTime() + CANCEL_WAIT_NANOS;
+        // the future's state, not op.done: that is set just before the future completes
+        for (int i = 0; !op.isDone() && System.nanoTime() - deadline < 0; i++) {
+            if (i < 100) {
+                Thread.onSpinWait();
+            } else {
+                LockSupport.parkNanos(op, 20_000);
+            }
         }
     }
 
@@ -1392,7 +1428,8 @@ public final class Engine {
                     }
                     freeOwned(op);
                     EndpointCore ep = op.ep;
-                    boolean receive = op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV || op.kind == Op.GET;
+                    boolean message = op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV;
+                    boolean receive = message || op.kind == Op.GET;
                     if (ep != null) { // counted before the caller wakes, so it sees its own transfer
                         if (receive) {
                             ep.stats.received(length, op.startedAt);
@@ -1401,8 +1438,8 @@ public final class Engine {
                         }
                     }
                     op.finish(length, tag, null);
-                    if (ep != null && receive) {
-                        checkCloseAfter(ep);
+                    if (ep != null && message) { // not op.kind: a finished blocking op may be reused at once
+                        receiveCompleted(ep);
                     }
                 } else {
                     freeOwned(op);
@@ -1412,10 +1449,16 @@ public final class Engine {
         }
     }
 
+    /** Owner thread: counts a received message, and closes as armed by closeAfterReceives. */
+    private void receiveCompleted(EndpointCore ep) {
+        ep.receivesCompleted++;
+        checkCloseAfter(ep);
+    }
+
     /** Owner thread: starts the graceful close armed by closeAfterReceives once enough receives completed. */
     void checkCloseAfter(EndpointCore ep) {
         long at = ep.closeAfter;
-        if (at >= 0 && ep.stats.messagesReceived >= at) {
+        if (at >= 0 && ep.receivesCompleted >= at) {
             ep.closeAfter = -1;
             Runnable action = ep.closeAfterAction;
             if (action != null) {
@@ -1598,7 +1641,7 @@ public final class Engine {
             }
             deliver(ep, inbox, m);
             if (ep != null) {
-                checkCloseAfter(ep);
+                receiveCompleted(ep);
             }
             return Status.OK;
         }
@@ -1676,7 +1719,7 @@ public final class Engine {
             }
             deliver(ep, op.inbox, m);
             if (ep != null) {
-                checkCloseAfter(ep);
+                receiveCompleted(ep);
             }
             op.finish(op.length, 0, null);
         } else {
@@ -2249,10 +2292,7 @@ public final class Engine {
                 }
             }
             for (Op s : stuck) {
-                // UCX never completed these; after worker destroy it never will
-                if (s.attachment != null) {
-                    s.attachment.free();
-                }
+                // UCX never completed these; after worker destroy it never will (their memory goes after it)
                 s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
                         + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
             }
@@ -2274,6 +2314,13 @@ public final class Engine {
             }
             rkeys.clear();
             Ucp.workerDestroy(worker);
+            for (Op s : stuck) { // UCX can no longer touch their staging buffers and message memory
+                freeOwned(s);
+                if (s.attachment != null) {
+                    s.attachment.free();
+                    s.attachment = null;
+                }
+            }
             for (long memh : memhs) {
                 try {
                     unmap(memh);

@@ -99,11 +99,21 @@ public final class Op extends SafeFuture<Long> {
     Engine engine;
 
     /**
-     * Cancels the UCX operation too: a receive is withdrawn (its message goes to the next matching receive), a
-     * send in flight aborts its endpoint. The future is canceled at once; UCX lets go of the buffer shortly after.
+     * Cancels the UCX operation too. A tag receive is withdrawn, and the future canceled, only if no message has
+     * matched it yet (the message then goes to the next matching receive); one that UCX already matched completes
+     * with its message, and this returns false, so nothing is lost. The owner thread decides: this waits for it
+     * up to {@link Engine#CANCEL_WAIT_NANOS} and returns false if it has not answered by then (the future still
+     * ends canceled or with the message). Anything else (a send, a stream receive, RMA) is canceled at once, and
+     * its endpoint aborted since UCX cannot withdraw it; UCX lets go of the buffer shortly after.
      */
     @Override
     public boolean cancel(boolean mayInterruptIfRunning) {
+        if (engine != null && kind == TAG_RECV && !blocking) {
+            if (!isDone()) {
+                engine.cancelAndWait(this);
+            }
+            return isCancelled();
+        }
         boolean r = super.cancel(mayInterruptIfRunning);
         if (r && engine != null && !done) {
             engine.cancel(this);
@@ -190,7 +200,11 @@ public final class Op extends SafeFuture<Long> {
                 LockSupport.unpark(w);
             }
         } else if (err != null) {
-            completeExceptionally(err);
+            if (cancelRequested && err.status() == org.ucx4j.internal.ffi.Status.ERR_CANCELED) {
+                super.cancel(false); // withdrawn at the caller's request: a canceled future, as it asked
+            } else {
+                completeExceptionally(err);
+            }
         } else {
             complete(length);
         }

@@ -26,9 +26,9 @@ import scala.Option;
 
 /**
  * Serves this executor's shuffle blocks to reducers: one virtual thread per connected reducer reads fetch requests
- * and answers each block with an active message whose payload is a read-only mapping of the shuffle file region, so
- * blocks never pass through the heap and large ones go by UCX rendezvous straight from the page cache. The mappings
- * of one request live in one arena that is closed once every send of that request completed. Blocks the reducer
+ * and answers each block with an active message whose payload is a read-only mapping of the shuffle file region
+ * (blocks from {@link #MAP_MIN} on; smaller ones are read into native memory), so blocks never pass through the
+ * heap and large ones go by UCX rendezvous straight from the page cache. The memory of one request lives in one arena that is closed once every send of that request completed. Blocks the reducer
  * writes to disk are streamed in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight
  * per request, so the reducer never holds more than that in memory however large a block is.
  */
@@ -155,6 +155,13 @@ final class BlockServer implements ConnectionHandler {
                 MemorySegment.ofArray(why));
     }
 
+    /**
+     * From this size on a block is mapped; smaller ones are read into native memory. A mapping costs a page-table
+     * setup and one of the kernel's {@code vm.max_map_count} (65530 by default) for as long as its sends run, and
+     * thousands of small blocks in flight would exhaust that.
+     */
+    static final long MAP_MIN = 256 * 1024;
+
     /** The block's bytes without copying them into the heap: a mapping of its file region where there is one. */
     private static MemorySegment map(ManagedBuffer block, Arena arena) throws IOException {
         if (block.size() == 0) {
@@ -162,7 +169,18 @@ final class BlockServer implements ConnectionHandler {
         }
         if (block instanceof FileSegmentManagedBuffer f) {
             try (FileChannel ch = FileChannel.open(f.getFile().toPath(), StandardOpenOption.READ)) {
-                return ch.map(FileChannel.MapMode.READ_ONLY, f.getOffset(), f.getLength(), arena);
+                if (f.getLength() >= MAP_MIN) {
+                    return ch.map(FileChannel.MapMode.READ_ONLY, f.getOffset(), f.getLength(), arena);
+                }
+                MemorySegment bytes = arena.allocate(f.getLength());
+                java.nio.ByteBuffer into = bytes.asByteBuffer();
+                while (into.hasRemaining()) {
+                    if (ch.read(into, f.getOffset() + into.position()) < 0) {
+                        throw new java.io.EOFException(f.getFile() + " ends before its block " + f.getOffset()
+                                + "+" + f.getLength());
+                    }
+                }
+                return bytes;
             }
         }
         MemorySegment copy = arena.allocate(block.size());

@@ -89,15 +89,23 @@ final class PeerConnection {
 
     private void receiveLoop() {
         try {
+            long nextCheck = System.nanoTime() + TICK.toNanos();
             while (true) {
                 AmMessage m;
                 try {
                     m = ep.amRecv(TICK);
                 } catch (UcxTimeoutException tick) {
-                    expireStalled();
-                    continue;
+                    m = null;
                 }
-                deliver(m);
+                if (m != null) {
+                    deliver(m);
+                }
+                // every tick, busy or not: answers to other requests must not hide one that stalled
+                long now = System.nanoTime();
+                if (now - nextCheck >= 0) {
+                    expireStalled();
+                    nextCheck = now + TICK.toNanos();
+                }
             }
         } catch (Throwable t) {
             failure = t;
