@@ -9,27 +9,30 @@ import java.time.Duration;
 public final class PeerMain {
     public static void main(String[] args) throws Exception {
         String mode = args[0];
+        // UCX4J_TEST_PEER_ERRORS=off: endpoints without UCX peer error handling (the test's side must match)
+        UcxOptions opts = UcxOptions.defaults()
+                .withPeerErrorHandling(!"off".equals(System.getenv("UCX4J_TEST_PEER_ERRORS")));
         switch (mode) {
             case "availability" -> {
                 System.out.println("AVAILABLE " + Ucx.isAvailable());
                 System.out.println("CAUSE " + Ucx.unavailabilityCause());
             }
             case "serve-echo" -> {
-                try (Ucx ucx = Ucx.open(); Listener l = ucx.listen(0, PeerMain::echo)) {
+                try (Ucx ucx = Ucx.open(opts); Listener l = ucx.listen(0, PeerMain::echo)) {
                     System.out.println("PORT " + l.port());
                     System.out.flush();
                     Thread.sleep(Duration.ofMinutes(10));
                 }
             }
             case "connect-echo" -> {
-                try (Ucx ucx = Ucx.open(); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]))) {
+                try (Ucx ucx = Ucx.open(opts); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]))) {
                     System.out.println("CONNECTED");
                     System.out.flush();
                     echo(ep);
                 }
             }
             case "connect-hold" -> {
-                try (Ucx ucx = Ucx.open(); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]))) {
+                try (Ucx ucx = Ucx.open(opts); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]))) {
                     ep.send(new byte[] {42}, 9);
                     System.out.println("READY");
                     System.out.flush();
