@@ -5,10 +5,14 @@ package org.ucx4j;
  * over a receive cap ({@link UcxOptions#withMaxMessageBytes}, {@link UcxOptions#withMaxFrames}) or its header is
  * malformed (UCS_ERR_EXCEEDS_LIMIT). The receive that would have got it fails with this; later messages still flow.
  */
-public class MessageRefusedException extends UcxException {
+public class MessageRefusedException extends MessageDroppedException {
     private static final long serialVersionUID = 1L;
 
     public MessageRefusedException(String message, int status) {
-        super(message, status);
+        super(message, status, null, null);
+    }
+
+    public MessageRefusedException(String message, int status, byte[] header) {
+        super(message, status, header, null);
     }
 }

@@ -32,9 +32,14 @@ class ActiveMessageTest {
     static final class CountingAllocator implements MemoryAllocator {
         final AtomicLong allocations = new AtomicLong();
         final AtomicLong outstanding = new AtomicLong();
+        /** Allocations of exactly this many bytes fail (-1: none). */
+        volatile long failSize = -1;
 
         @Override
         public MemorySegment allocate(long bytes) {
+            if (bytes == failSize) {
+                throw new OutOfMemoryError("test: no memory for " + bytes + " bytes");
+            }
             allocations.incrementAndGet();
             outstanding.incrementAndGet();
             return MemoryAllocator.malloc().allocate(bytes);
@@ -266,6 +271,30 @@ class ActiveMessageTest {
             client.sendFrames(List.of(MemorySegment.ofArray(new byte[] {5, 6})));
             try (Frames f = server.recvFrames(T)) {
                 assertArrayEquals(new byte[] {5, 6}, f.get(0).toArray(ValueLayout.JAVA_BYTE));
+            }
+        });
+    }
+
+    /** A message whose memory cannot be allocated fails its receive, saying which message it was; others flow. */
+    @Test
+    void aMessageThatCannotBeAllocatedIsDroppedAloneAndNamed() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : new long[] {777, 3 << 20}) { // eager, rendezvous
+                    alloc.failSize = size;
+                    byte[] h = header(size);
+                    client.amSendAsync(MemorySegment.ofArray(h), Data.pattern(arena, size, 1));
+                    MessageDroppedException e = assertThrows(MessageDroppedException.class, () -> server.amRecv(T));
+                    assertArrayEquals(h, e.header(), "the dropped message's header names it");
+                    assertEquals("UCS_ERR_NO_MEMORY", e.statusName());
+                    assertTrue(e.getMessage().contains("UCS_ERR_NO_MEMORY"), e.getMessage());
+                    alloc.failSize = -1;
+                    client.amSend(MemorySegment.ofArray(header(size + 1)), Data.pattern(arena, size + 1, 2), T);
+                    try (AmMessage m = server.amRecv(T)) {
+                        assertArrayEquals(header(size + 1), m.headerBytes());
+                        Data.verify(m.payload(), size + 1, 2);
+                    }
+                }
             }
         });
     }

@@ -1609,7 +1609,8 @@ public final class Engine {
         if (refusal != null) {
             LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
             inbox.deliver(new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
-                    + Status.name(Status.ERR_EXCEEDS_LIMIT) + ")", Status.ERR_EXCEEDS_LIMIT));
+                    + Status.name(Status.ERR_EXCEEDS_LIMIT) + ")", Status.ERR_EXCEEDS_LIMIT,
+                    kind == AmWire.PLAIN ? user.toArray(JAVA_BYTE) : NO_BYTES));
             return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
         }
         byte[] userHeader = user.byteSize() == 0 ? NO_BYTES : user.toArray(JAVA_BYTE);
@@ -1622,8 +1623,9 @@ public final class Engine {
             }
         } catch (Throwable t) {
             LOG.warn("ucx4j: could not allocate {} bytes for a message from {}: {}", length, ep, t.toString());
-            inbox.deliver(new UcxException("message of " + length + " bytes dropped: allocation failed: " + t
-                    + " (" + Status.name(Status.ERR_NO_MEMORY) + ")", Status.ERR_NO_MEMORY, t));
+            inbox.deliver(new org.ucx4j.MessageDroppedException("message of " + length
+                    + " bytes dropped: allocation failed: " + t + " (" + Status.name(Status.ERR_NO_MEMORY) + ")",
+                    Status.ERR_NO_MEMORY, kind == AmWire.PLAIN ? userHeader : NO_BYTES, t));
             return rndv ? Status.ERR_NO_MEMORY : Status.OK;
         }
         AmData m = new AmData(kind, userHeader, payload.byteSize() == length ? payload : payload.asSlice(0, length),

@@ -19,6 +19,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.ucx4j.AmMessage;
 import org.ucx4j.Endpoint;
+import org.ucx4j.MessageDroppedException;
 import org.ucx4j.UcxTimeoutException;
 
 /**
@@ -96,6 +97,9 @@ final class PeerConnection {
                     m = ep.amRecv(TICK);
                 } catch (UcxTimeoutException tick) {
                     m = null;
+                } catch (MessageDroppedException dropped) {
+                    lost(dropped); // one block this side could not take (no memory): it fails alone
+                    m = null;
                 }
                 if (m != null) {
                     deliver(m);
@@ -153,6 +157,31 @@ final class PeerConnection {
             p.discard(h.index());
             p.listener.onBlockFetchFailure(blockId,
                     new IOException("ucx4j shuffle: " + describe() + " could not serve " + blockId + ": " + why));
+        }
+        if (p.isDone()) {
+            pending.remove(h.requestId(), p);
+        }
+    }
+
+    /** A block (or a part of one) whose message was dropped on arrival: that block fails, the rest go on. */
+    private void lost(MessageDroppedException dropped) throws IOException {
+        Wire.Header h;
+        try {
+            h = Wire.Header.parse(dropped.header());
+        } catch (RuntimeException e) {
+            throw new IOException("ucx4j shuffle: lost an answer from " + describe() + " that cannot be matched to "
+                    + "a request", dropped);
+        }
+        Pending p = pending.get(h.requestId());
+        if (p == null || h.index() < 0 || h.index() >= p.blockIds.length) {
+            return;
+        }
+        p.lastActivity = System.nanoTime();
+        p.discard(h.index());
+        if (p.claim(h.index())) {
+            String blockId = p.blockIds[h.index()];
+            p.listener.onBlockFetchFailure(blockId, new IOException("ucx4j shuffle: could not take " + blockId
+                    + " from " + describe() + ": " + dropped.getMessage(), dropped));
         }
         if (p.isDone()) {
             pending.remove(h.requestId(), p);

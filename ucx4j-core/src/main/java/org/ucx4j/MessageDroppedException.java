@@ -1,0 +1,27 @@
+package org.ucx4j;
+
+/**
+ * One receiver-allocated message (active message, frames, object) could not be taken and was dropped: its memory
+ * could not be allocated (UCS_ERR_NO_MEMORY), or it was refused ({@link MessageRefusedException}). The receive that
+ * would have got it fails with this; later messages still flow, so a receive loop may go on. {@link #header()}
+ * tells which message it was.
+ */
+public class MessageDroppedException extends UcxException {
+    private static final long serialVersionUID = 1L;
+    private static final byte[] NONE = new byte[0];
+
+    private final byte[] header;
+
+    public MessageDroppedException(String message, int status, byte[] header, Throwable cause) {
+        super(message, status, cause);
+        this.header = header == null ? NONE : header.clone();
+    }
+
+    /**
+     * The user header of the dropped active message (empty for frames and objects, whose header is ucx4j's own,
+     * and when it is not known).
+     */
+    public byte[] header() {
+        return header.clone();
+    }
+}
