@@ -8,10 +8,10 @@ import org.ucx4j.internal.engine.Engine;
 /**
  * Native memory registered with UCX for one-sided access (RMA). Create with {@link Ucx#registerMemory} (your
  * segment) or {@link Ucx#allocateMemory} (UCX allocates, from shared memory where it can, and frees at close:
- * the fastest choice for peers on the same host, which then read and write it directly). Hand {@link #packRemoteKey()}'s bytes
- * to a peer (any channel: a tag message, an active message, a file); the peer turns them into a {@link RemoteKey}
- * with {@link Endpoint#unpackRemoteKey} and can then {@code put}/{@code get} this memory without this side doing
- * anything. Closing unregisters it; the worker's close unregisters what is left.
+ * the fastest choice for peers on the same host, which then read and write it directly). Hand
+ * {@link #packRemoteKey()}'s bytes to a peer (any channel: a tag message, an active message, a file); the peer
+ * turns them into a {@link RemoteKey} with {@link Endpoint#unpackRemoteKey} and can then {@code put}/{@code get}
+ * this memory without this side doing anything. Closing unregisters it; the worker's close unregisters what is left.
  */
 public final class MemoryRegion implements AutoCloseable {
     private final Engine engine;

@@ -231,8 +231,9 @@ class MessagingTest {
                 assertEquals(4, r.get(10, TimeUnit.SECONDS));
             }
             // gets are this side's own reads, not receives: they do not count
-            try (MemoryRegion region = a.allocateMemory(64); java.lang.foreign.Arena arena =
-                    java.lang.foreign.Arena.ofConfined(); RemoteKey key = server.unpackRemoteKey(region.packRemoteKey())) {
+            try (MemoryRegion region = a.allocateMemory(64);
+                    java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined();
+                    RemoteKey key = server.unpackRemoteKey(region.packRemoteKey())) {
                 for (int i = 0; i < 3; i++) {
                     server.get(arena.allocate(8), key, 8L * i, T);
                 }

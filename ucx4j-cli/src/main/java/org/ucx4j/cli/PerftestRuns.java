@@ -14,7 +14,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * UCX's own C benchmark, run as a server and a client process per measurement. With {@code errModePeer} it uses
  * {@code -e} (peer failure detection) plus {@code UCX_POSIX_ERROR_HANDLING=y}, the same endpoint setup ucx4j uses,
- * so the comparison is like for like; both modes get ucx4j's {@code UCX_ALLOC_PRIO} (posix shared memory first). Its MB/s are 2^20 B/s; they are converted to 10^6.
+ * so the comparison is like for like; both modes get ucx4j's {@code UCX_ALLOC_PRIO} (posix shared memory first).
+ * Its MB/s are 2^20 B/s; they are converted to 10^6.
  */
 final class PerftestRuns {
     private final String binary;

@@ -179,7 +179,8 @@ final class SweepBench implements Callable<Integer> {
                 PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
                         + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),
                 peerErrors(errorHandling) ? "-e with UCX_POSIX_ERROR_HANDLING=y" : "without -e", repeat)
-                + (UcxRuns.Api.parse(api) == UcxRuns.Api.RMA ? "; memory allocated by UCX, posix first (UCX_ALLOC_PRIO)" : "")
+                + (UcxRuns.Api.parse(api) == UcxRuns.Api.RMA
+                        ? "; memory allocated by UCX, posix first (UCX_ALLOC_PRIO)" : "")
                 + (peerErrors(errorHandling) ? "" : "; no peer error handling on either stack");
     }
 

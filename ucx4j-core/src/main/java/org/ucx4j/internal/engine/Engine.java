@@ -1006,6 +1006,9 @@ public final class Engine {
     /** Cancels an async {@code op} and waits (bounded) until the owner thread has withdrawn or completed it. */
     void cancelAndWait(Op op) {
         cancel(op);
+        if (Thread.currentThread() == owner) {
+            return; // decided inside: UCX withdrew it, or it is matched and completes as this thread progresses
+        }
         long deadline = System.nanoTime() + CANCEL_WAIT_NANOS;
         // the future's state, not op.done: that is set just before the future completes
         for (int i = 0; !op.isDone() && System.nanoTime() - deadline < 0; i++) {
@@ -2293,8 +2296,19 @@ public final class Engine {
                     stuck.add(s);
                 }
             }
+            List<Long> stagings = new ArrayList<>();
+            List<AmData> messages = new ArrayList<>();
             for (Op s : stuck) {
-                // UCX never completed these; after worker destroy it never will (their memory goes after it)
+                // UCX never completed these; after worker destroy it never will. Their memory goes after it, taken
+                // from the op now (a woken waiter may reuse its op)
+                if (s.owned != 0) {
+                    stagings.add(s.owned);
+                    s.owned = 0;
+                }
+                if (s.attachment != null) {
+                    messages.add(s.attachment);
+                    s.attachment = null;
+                }
                 s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
                         + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
             }
@@ -2316,12 +2330,11 @@ public final class Engine {
             }
             rkeys.clear();
             Ucp.workerDestroy(worker);
-            for (Op s : stuck) { // UCX can no longer touch their staging buffers and message memory
-                freeOwned(s);
-                if (s.attachment != null) {
-                    s.attachment.free();
-                    s.attachment = null;
-                }
+            for (long p : stagings) { // UCX can no longer touch the stuck ops' memory
+                Ucp.free(p);
+            }
+            for (AmData m : messages) {
+                m.free();
             }
             for (long memh : memhs) {
                 try {

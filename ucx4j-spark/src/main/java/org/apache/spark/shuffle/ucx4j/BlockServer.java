@@ -28,9 +28,10 @@ import scala.Option;
  * Serves this executor's shuffle blocks to reducers: one virtual thread per connected reducer reads fetch requests
  * and answers each block with an active message whose payload is a read-only mapping of the shuffle file region
  * (blocks from {@link #MAP_MIN} on; smaller ones are read into native memory), so blocks never pass through the
- * heap and large ones go by UCX rendezvous straight from the page cache. The memory of one request lives in one arena that is closed once every send of that request completed. Blocks the reducer
- * writes to disk are streamed in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight
- * per request, so the reducer never holds more than that in memory however large a block is.
+ * heap and large ones go by UCX rendezvous straight from the page cache. The memory of one request lives in one
+ * arena that is closed once every send of that request completed. Blocks the reducer writes to disk are streamed
+ * in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight per request, so the reducer
+ * never holds more than that in memory however large a block is.
  */
 final class BlockServer implements ConnectionHandler {
     private static final Logger LOG = LoggerFactory.getLogger(BlockServer.class);
