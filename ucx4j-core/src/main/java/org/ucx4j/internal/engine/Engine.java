@@ -2088,21 +2088,27 @@ public final class Engine {
     public long memMap(long address, long length) {
         return onOwner("register memory", () -> {
             try (Arena a = Arena.ofConfined()) {
-                MemorySegment p = a.allocate(UCP_MEM_MAP_PARAMS);
-                p.set(JAVA_LONG, MMP_FIELD_MASK, UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
-                        | UCP_MEM_MAP_PARAM_FIELD_PROT | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
-                p.set(JAVA_LONG, MMP_ADDRESS, address);
-                p.set(JAVA_LONG, MMP_LENGTH, length);
-                p.set(JAVA_INT, MMP_PROT, UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE
-                        | UCP_MEM_MAP_PROT_REMOTE_READ | UCP_MEM_MAP_PROT_REMOTE_WRITE);
-                p.set(JAVA_INT, MMP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
-                MemorySegment out = a.allocate(JAVA_LONG);
-                check(Ucp.memMap(context, p.address(), out.address()), "ucp_mem_map");
-                long memh = out.get(JAVA_LONG, 0);
+                long memh = ucpMemMap(a, address, length, 0);
                 memhs.add(memh);
                 return memh;
             }
         });
+    }
+
+    /** {@code ucp_mem_map} of host memory for local and remote read/write, with {@code flags}; owner thread. */
+    private long ucpMemMap(Arena a, long address, long length, int flags) {
+        MemorySegment p = a.allocate(UCP_MEM_MAP_PARAMS);
+        p.set(JAVA_LONG, MMP_FIELD_MASK, UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
+        p.set(JAVA_LONG, MMP_ADDRESS, address);
+        p.set(JAVA_LONG, MMP_LENGTH, length);
+        p.set(JAVA_INT, MMP_FLAGS, flags);
+        p.set(JAVA_INT, MMP_PROT, UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE
+                | UCP_MEM_MAP_PROT_REMOTE_READ | UCP_MEM_MAP_PROT_REMOTE_WRITE);
+        p.set(JAVA_INT, MMP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
+        MemorySegment out = a.allocate(JAVA_LONG);
+        check(Ucp.memMap(context, p.address(), out.address()), flags == 0 ? "ucp_mem_map" : "ucp_mem_map(allocate)");
+        return out.get(JAVA_LONG, 0);
     }
 
     /**
@@ -2114,19 +2120,7 @@ public final class Engine {
     public Allocation memAllocate(long length, Arena arena) {
         return onOwner("allocate memory", () -> {
             try (Arena a = Arena.ofConfined()) {
-                MemorySegment p = a.allocate(UCP_MEM_MAP_PARAMS);
-                p.set(JAVA_LONG, MMP_FIELD_MASK, UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
-                        | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT
-                        | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
-                p.set(JAVA_LONG, MMP_ADDRESS, 0L);
-                p.set(JAVA_LONG, MMP_LENGTH, length);
-                p.set(JAVA_INT, MMP_FLAGS, UCP_MEM_MAP_ALLOCATE);
-                p.set(JAVA_INT, MMP_PROT, UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE
-                        | UCP_MEM_MAP_PROT_REMOTE_READ | UCP_MEM_MAP_PROT_REMOTE_WRITE);
-                p.set(JAVA_INT, MMP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
-                MemorySegment out = a.allocate(JAVA_LONG);
-                check(Ucp.memMap(context, p.address(), out.address()), "ucp_mem_map(allocate)");
-                long memh = out.get(JAVA_LONG, 0);
+                long memh = ucpMemMap(a, 0, length, UCP_MEM_MAP_ALLOCATE);
                 MemorySegment attr = a.allocate(UCP_MEM_ATTR);
                 attr.set(JAVA_LONG, MA_FIELD_MASK, UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH);
                 int st = Ucp.memQuery(memh, attr.address());
