@@ -114,6 +114,7 @@ int main(void) {
     send_tag(w, ep, hello, strlen(hello), 9);
     echo_am(w, ep);
     echo_am(w, ep);
+    echo_am(w, ep);
     echo_stream(w, ep);
     recv_tag(w, buf, sizeof(buf), 10);
     ucp_request_param_t cp; memset(&cp, 0, sizeof(cp));

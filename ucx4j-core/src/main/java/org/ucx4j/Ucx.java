@@ -128,6 +128,17 @@ public final class Ucx implements AutoCloseable {
         return Ucp.location();
     }
 
+    /**
+     * The {@code UCX_*} variables ucx4j puts in its process environment unless they were set (shared memory with
+     * peer-failure detection, keepalive, allocation order, shared-memory segment size, address format), with the
+     * values in effect here. Give them to a plain UCX program on the same host that talks to this one through
+     * {@link #connect(WorkerAddress)}, or to a child process that must match it.
+     */
+    public static Map<String, String> environmentDefaults() {
+        requireAvailable();
+        return java.util.Collections.unmodifiableMap(Ucp.environmentDefaults());
+    }
+
     /** The effective UCX configuration for {@code options} as {@code KEY -> value} (keys without {@code UCX_}). */
     public static Map<String, String> config(UcxOptions options) {
         requireAvailable();
@@ -282,7 +293,37 @@ public final class Ucx implements AutoCloseable {
         Objects.requireNonNull(address, "address");
         SafeFuture<EndpointCore> f = engine.attachRaw(address.raw());
         EndpointCore c = join(f, "connect to " + address, options.connectTimeout().toNanos());
-        return track(c);
+        Endpoint ep = track(c);
+        String hazard = segmentSizeHazard(address.raw(), ep.info());
+        if (hazard != null) {
+            ep.abort(); // nothing was sent on it
+            throw UcxException.of(Status.ERR_UNSUPPORTED, "connect to " + address + ": " + hazard);
+        }
+        return ep;
+    }
+
+    /**
+     * Why a raw endpoint must not be used, or null. A UCX shared-memory sender writes fragments of its own segment
+     * size into the receiver's buffers; a v1 worker address (UCX's default format) does not say how large the
+     * peer's are, so with ucx4j's 32 KiB segments a same-host plain UCX program with UCX's 8 KiB ones would be
+     * overrun. Only ucx4j's own default is checked: a segment size set in the environment is the user's choice.
+     */
+    static String segmentSizeHazard(byte[] peerAddress, String endpointInfo) {
+        boolean v1 = peerAddress.length > 0 && (peerAddress[0] & 0xF) == 0;
+        if (!v1) {
+            return null;
+        }
+        for (String tl : new String[] {"posix", "sysv"}) {
+            String key = tl.toUpperCase(java.util.Locale.ROOT) + "_SEG_SIZE";
+            if (Ucp.defaultApplied(key) && endpointInfo.contains(":" + tl + "/")) {
+                return "the peer is on this host (shared-memory lane " + tl + ") and its worker address (UCX format "
+                        + "v1) does not carry its shared-memory segment size; ucx4j sends UCX_" + key + "="
+                        + Ucp.getenv("UCX_" + key) + " fragments, larger than UCX's default 8256, which would overrun "
+                        + "its receive buffers. Start the peer with UCX_ADDRESS_VERSION=v2 (UCX then sizes fragments "
+                        + "for it) or with Ucx.environmentDefaults(), or set UCX_" + key + " here to the peer's value";
+            }
+        }
+        return null;
     }
 
     // ---------------------------------------------------------------- worker-level tags

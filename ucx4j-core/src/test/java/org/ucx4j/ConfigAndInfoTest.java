@@ -58,7 +58,7 @@ class ConfigAndInfoTest {
     }
 
     @Test
-    void sameHostPeersWithDifferentSharedMemoryFifosAreRefusedNotCorrupted() throws Throwable {
+    void sameHostPeersWithDifferentSharedMemoryFifosOrSegmentsAreRefusedNotCorrupted() throws Throwable {
         // UCX sizes a peer's shm FIFO with the sender's own setting: unequal sizes would write past the smaller one
         try (Ucx small = Ucx.open(); Listener l = small.listen(0, ep -> { })) {
             try (Ucx big = Ucx.open(UcxOptions.defaults().with("POSIX_FIFO_SIZE", "128"))) {
@@ -74,7 +74,29 @@ class ConfigAndInfoTest {
             try (Ucx same = Ucx.open(); Endpoint ep = same.connect("127.0.0.1", l.port())) {
                 assertTrue(ep.isAlive(), "equal settings connect");
             }
+            // a sender's shm segments must fit the receiver's buffers
+            try (Ucx small8k = Ucx.open(UcxOptions.defaults().with("POSIX_SEG_SIZE", "8256"))) {
+                UcxException e = assertThrows(UcxException.class, () -> small8k.connect("127.0.0.1", l.port()));
+                assertTrue(e.getMessage().contains("UCX_POSIX_SEG_SIZE=8256")
+                        && e.getMessage().contains("UCX_POSIX_SEG_SIZE=32832"), e.getMessage());
+            } finally {
+                Ucx.open(UcxOptions.defaults().with("POSIX_SEG_SIZE", "32832")).close();
+            }
         }
+    }
+
+    @Test
+    void environmentDefaultsAreWhatUcxSees() throws Throwable {
+        Map<String, String> d = Ucx.environmentDefaults();
+        for (String key : new String[] {"UCX_POSIX_ERROR_HANDLING", "UCX_POSIX_SEG_SIZE", "UCX_ADDRESS_VERSION",
+            "UCX_ALLOC_PRIO"}) {
+            assertEquals(nativeGetenv(key), d.get(key), key);
+        }
+        if (System.getenv("UCX_POSIX_SEG_SIZE") == null) {
+            assertEquals("32832", d.get("UCX_POSIX_SEG_SIZE"));
+            assertEquals("v2", d.get("UCX_ADDRESS_VERSION"));
+        }
+        assertThrows(UnsupportedOperationException.class, () -> d.put("UCX_TLS", "tcp"));
     }
 
     /** getenv as UCX sees it (System.getenv is a copy taken at JVM start). */

@@ -83,8 +83,8 @@ class MessagingTest {
         }
     }
 
-    @Test
-    void rawInteropWithPlainCProgram(@TempDir Path dir) throws Exception {
+    /** Builds the plain C UCX peer ({@code raw_peer.c}) with gcc against the installed headers. */
+    private static Path buildCPeer(Path dir) throws Exception {
         Path src = dir.resolve("raw_peer.c");
         try (var in = MessagingTest.class.getResourceAsStream("/native/raw_peer.c")) {
             Files.write(src, in.readAllBytes());
@@ -94,8 +94,42 @@ class MessagingTest {
                 .redirectErrorStream(true).start();
         String ccOut = new String(cc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertEquals(0, cc.waitFor(), "gcc failed (apt-get install libucx-dev):\n" + ccOut);
-        ProcessBuilder pb = new ProcessBuilder(exe.toString()).redirectError(ProcessBuilder.Redirect.INHERIT);
+        return exe;
+    }
+
+    @Test
+    void aSameHostPeerWhoseAddressHidesItsSegmentSizeIsRefusedBeforeAnythingIsSent(@TempDir Path dir)
+            throws Exception {
+        // UCX's default environment: v1 address, 8 KiB shared-memory segments (ucx4j sends 32 KiB ones)
+        ProcessBuilder pb = new ProcessBuilder(buildCPeer(dir).toString())
+                .redirectError(ProcessBuilder.Redirect.INHERIT);
         pb.environment().put("UCX_POSIX_ERROR_HANDLING", "y");
+        pb.environment().remove("UCX_ADDRESS_VERSION");
+        pb.environment().remove("UCX_POSIX_SEG_SIZE");
+        Process c = pb.start();
+        try (Ucx ucx = Ucx.open()) {
+            BufferedReader out = new BufferedReader(new InputStreamReader(c.getInputStream(), StandardCharsets.UTF_8));
+            String line = out.readLine();
+            assertTrue(line != null && line.startsWith("ADDRESS "), "C peer said: " + line);
+            UcxException e = assertThrows(UcxException.class,
+                    () -> ucx.connect(WorkerAddress.fromHex(line.substring(8))));
+            assertTrue(e.getMessage().contains("UCS_ERR_UNSUPPORTED") && e.getMessage().contains("posix")
+                    && e.getMessage().contains("UCX_ADDRESS_VERSION=v2"),
+                    e.getMessage());
+            assertTrue(c.isAlive(), "the C peer was sent nothing it could not take");
+        } finally {
+            c.destroyForcibly();
+        }
+    }
+
+    @Test
+    void rawInteropWithPlainCProgram(@TempDir Path dir) throws Exception {
+        ProcessBuilder pb = new ProcessBuilder(buildCPeer(dir).toString())
+                .redirectError(ProcessBuilder.Redirect.INHERIT);
+        pb.environment().put("UCX_POSIX_ERROR_HANDLING", "y");
+        // a v2 address carries the C peer's segment size (UCX's 8 KiB), so ucx4j's UCX sends it fragments that fit
+        pb.environment().put("UCX_ADDRESS_VERSION", "v2");
+        pb.environment().remove("UCX_POSIX_SEG_SIZE");
         Process c = pb.start();
         try (Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
             BufferedReader out = new BufferedReader(new InputStreamReader(c.getInputStream(), StandardCharsets.UTF_8));
@@ -117,8 +151,9 @@ class MessagingTest {
             byte[] hello = new byte[64];
             long n = ep.recv(hello, 9, T);
             assertEquals("hello from C", new String(hello, 0, (int) n, StandardCharsets.US_ASCII));
-            // active messages (AM id 0, header exactly as given) both ways: eager, then rendezvous
-            for (long size : new long[] {100, 4 << 20}) {
+            // active messages (AM id 0, header exactly as given) both ways: eager, then rendezvous; the C peer echoes
+            // (20000 B: eager in fragments, larger than the C peer's 8 KiB receive buffers and smaller than ucx4j's)
+            for (long size : new long[] {100, 20000, 4 << 20}) {
                 ep.amSend("Jhdr".getBytes(StandardCharsets.US_ASCII), Data.pattern(arena, size, 5).toArray(
                         java.lang.foreign.ValueLayout.JAVA_BYTE));
                 try (AmMessage m = ucx.amRecv(T)) {

@@ -10,11 +10,13 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import org.ucx4j.Ucx;
 
 /**
  * UCX's own C benchmark, run as a server and a client process per measurement. With {@code errModePeer} it uses
- * {@code -e} (peer failure detection) plus {@code UCX_POSIX_ERROR_HANDLING=y}, the same endpoint setup ucx4j uses,
- * so the comparison is like for like; both modes get ucx4j's {@code UCX_ALLOC_PRIO} (posix shared memory first).
+ * {@code -e} (peer failure detection), the same endpoint setup ucx4j uses; both modes run with ucx4j's UCX
+ * environment ({@link Ucx#environmentDefaults()}: posix error handling, allocation order, segment sizes), so the
+ * comparison is like for like.
  * Its MB/s are 2^20 B/s; they are converted to 10^6.
  */
 final class PerftestRuns {
@@ -104,10 +106,10 @@ final class PerftestRuns {
             pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
         }
         Map<String, String> env = pb.environment();
-        // ucx4j's allocation order (posix shared memory first), so RMA targets are the same kind of memory
-        env.putIfAbsent("UCX_ALLOC_PRIO", "md:posix,md:sysv,huge,thp,md:*,mmap,heap");
-        if (errModePeer) {
-            env.putIfAbsent("UCX_POSIX_ERROR_HANDLING", "y");
+        // ucx4j's UCX environment (posix error handling, posix memory first for RMA targets, 32 KiB shared-memory
+        // segments...), so both stacks run on the same transport setup
+        for (var e : Ucx.environmentDefaults().entrySet()) {
+            env.putIfAbsent(e.getKey(), e.getValue());
         }
         return pb.start();
     }

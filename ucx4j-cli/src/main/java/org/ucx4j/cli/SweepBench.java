@@ -178,10 +178,12 @@ final class SweepBench implements Callable<Integer> {
                 + "blocking SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians)", api, window,
                 PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
                         + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),
-                peerErrors(errorHandling) ? "-e with UCX_POSIX_ERROR_HANDLING=y" : "without -e", repeat)
+                peerErrors(errorHandling) ? "-e" : "without -e", repeat)
                 + (UcxRuns.Api.parse(api) == UcxRuns.Api.RMA
                         ? "; memory allocated by UCX, posix first (UCX_ALLOC_PRIO)" : "")
-                + (peerErrors(errorHandling) ? "" : "; no peer error handling on either stack");
+                + (peerErrors(errorHandling) ? "" : "; no peer error handling on either stack")
+                + "\nboth UCX stacks: " + String.join(" ", Ucx.environmentDefaults().entrySet().stream()
+                        .map(e -> e.getKey() + "=" + e.getValue()).toList());
     }
 
     private Measurement measure(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, PerftestRuns perftest,

@@ -300,14 +300,16 @@ public final class Engine {
 
     /**
      * UCX's shared-memory transports size a peer's receive FIFO with the sender's own settings, so two processes
-     * with different FIFO sizes corrupt each other's memory. These are the settings a same-host peer must share
+     * with different FIFO sizes corrupt each other's memory (and segment sizes, unless both addresses are v2). These are the settings a same-host peer must share
      * (as UCX will use them: the environment when the worker was created, else UCX's default).
      */
     private static String shmSettings() {
         StringBuilder b = new StringBuilder();
-        for (String key : new String[] {"POSIX_FIFO_SIZE", "SYSV_FIFO_SIZE"}) {
-            String v = Ucp.getenv("UCX_" + key);
-            b.append(b.isEmpty() ? "" : " ").append("UCX_").append(key).append('=').append(v == null ? "64" : v);
+        String[][] keys = {{"POSIX_FIFO_SIZE", "64"}, {"SYSV_FIFO_SIZE", "64"}, {"POSIX_SEG_SIZE", "8256"},
+            {"SYSV_SEG_SIZE", "8256"}};
+        for (String[] k : keys) {
+            String v = Ucp.getenv("UCX_" + k[0]);
+            b.append(b.isEmpty() ? "" : " ").append("UCX_").append(k[0]).append('=').append(v == null ? k[1] : v);
         }
         return b.toString();
     }

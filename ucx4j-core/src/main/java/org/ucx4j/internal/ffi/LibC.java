@@ -25,11 +25,24 @@ final class LibC {
      * for RMA comes from the posix transport first ({@code ALLOC_PRIO}: UCX's default list with {@code md:posix}
      * moved ahead of {@code md:sysv}), so same-host peers reach it through the posix lanes they keep with
      * peer-failure detection: a get is then a plain copy, not a ~5x slower emulation over active messages.
+     * Shared-memory segments of 32 KiB ({@code *_SEG_SIZE}, UCX: 8 KiB): with peer-failure detection UCX has no
+     * zero-copy lane between same-host processes, so large messages cross the receiver's FIFO in segments, and a
+     * 4x larger segment more than doubles their bandwidth; receive buffers grow by 128 segments at a time (4 MiB of
+     * {@code /dev/shm}, as UCX's 512 x 8 KiB). Worker addresses in UCX's format v2 ({@code ADDRESS_VERSION}), which
+     * carries each transport's segment size, so a peer with smaller segments is sent fragments that fit them.
      */
     static final java.util.Map<String, String> DEFAULTS = java.util.Map.of(
             "POSIX_ERROR_HANDLING", "y",
             "KEEPALIVE_INTERVAL", "1s",
-            "ALLOC_PRIO", "md:posix,md:sysv,huge,thp,md:*,mmap,heap");
+            "ALLOC_PRIO", "md:posix,md:sysv,huge,thp,md:*,mmap,heap",
+            "POSIX_SEG_SIZE", "32832",
+            "SYSV_SEG_SIZE", "32832",
+            "POSIX_RX_BUFS_GROW", "128",
+            "SYSV_RX_BUFS_GROW", "128",
+            "ADDRESS_VERSION", "v2");
+
+    /** The defaults that were applied (the environment did not set them), by key without {@code UCX_}. */
+    static final java.util.Set<String> APPLIED = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     static void prepareEnvironment(SymbolLookup libc) throws Throwable {
         MethodHandle setenv = NativeAccess.downcall(libc, "setenv",
@@ -41,7 +54,12 @@ final class LibC {
             int rc = (int) setenv.invokeExact(a.allocateFrom("UCX_ERROR_SIGNALS"), a.allocateFrom(""), 1);
             // ucx4j's defaults, as environment defaults so the user's UCX_* variables win (overwrite = 0). Transport
             // options (POSIX_*) must come from the environment: ucp_config_modify cannot reach UCT iface tables.
+            MethodHandle getenv = NativeAccess.downcall(libc, "getenv", FunctionDescriptor.of(ADDRESS, ADDRESS));
             for (var e : DEFAULTS.entrySet()) {
+                MemorySegment was = (MemorySegment) getenv.invokeExact(a.allocateFrom("UCX_" + e.getKey()));
+                if (was.address() == 0) {
+                    APPLIED.add(e.getKey());
+                }
                 int r = (int) setenv.invokeExact(a.allocateFrom("UCX_" + e.getKey()), a.allocateFrom(e.getValue()), 0);
                 if (r != 0) {
                     throw new IllegalStateException("setenv UCX_" + e.getKey() + " failed");

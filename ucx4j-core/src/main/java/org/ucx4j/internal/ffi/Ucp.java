@@ -476,6 +476,28 @@ public final class Ucp {
         }
     }
 
+    /** ucx4j's UCX environment defaults ({@code UCX_KEY -> value} in effect in this process), sorted by key. */
+    public static java.util.SortedMap<String, String> environmentDefaults() {
+        ensureLoaded();
+        java.util.SortedMap<String, String> m = new java.util.TreeMap<>();
+        for (String key : LibC.DEFAULTS.keySet()) {
+            String v = getenv("UCX_" + key);
+            if (v != null) {
+                m.put("UCX_" + key, v);
+            }
+        }
+        return m;
+    }
+
+    /**
+     * Whether ucx4j's default for {@code key} (without {@code UCX_}) is in effect: the environment did not set it
+     * at startup and no option has changed it since.
+     */
+    public static boolean defaultApplied(String key) {
+        ensureLoaded();
+        return LibC.APPLIED.contains(key) && LibC.DEFAULTS.get(key).equals(getenv("UCX_" + key));
+    }
+
     /** libc {@code getenv}: the environment as UCX sees it ({@link System#getenv} is a copy from JVM start). */
     public static String getenv(String name) {
         try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {

@@ -65,9 +65,10 @@ final class UcxShuffleConf {
      * UCX settings the shuffle needs unless the user sets them: with peer-failure detection, UCX 1.13 has no
      * zero-copy (CMA) lane on shared memory, so blocks stream through the receiver's shared-memory FIFO; UCX's 64
      * slots (512 KiB) make sender and receiver take turns, which collapses when tasks keep both CPUs busy (fetch
-     * wait 2-13x higher measured here). 1024 slots buffer 8 MiB (about 8.5 MiB of /dev/shm per executor).
+     * wait 2-13x higher measured here). 256 slots of ucx4j's 32 KiB segments buffer 8 MiB (about 8.5 MiB of
+     * /dev/shm per executor).
      */
-    static final Map<String, String> UCX_DEFAULTS = Map.of("POSIX_FIFO_SIZE", "1024");
+    static final Map<String, String> UCX_DEFAULTS = Map.of("POSIX_FIFO_SIZE", "256");
 
     UcxOptions ucxOptions() {
         UcxOptions o = UcxOptions.defaults()
