@@ -159,6 +159,25 @@ class LifecycleGuardsTest {
     }
 
     @Test
+    void poolHandsOutTheMostRecentlyFreedBlockFirst() {
+        try (PooledAllocator p = new PooledAllocator(64 << 20)) {
+            MemorySegment a = p.allocate(1 << 20);
+            MemorySegment b = p.allocate(1 << 20);
+            p.free(a);
+            p.free(b);
+            assertEquals(2 << 20, p.cachedBytes());
+            MemorySegment c = p.allocate(600_000); // same size class (1 MiB)
+            assertEquals(b.address(), c.address(), "the block freed last is still warm in the caches");
+            assertEquals(600_000, c.byteSize());
+            MemorySegment d = p.allocate(1 << 20);
+            assertEquals(a.address(), d.address());
+            assertEquals(0, p.cachedBytes());
+            p.free(c);
+            p.free(d);
+        }
+    }
+
+    @Test
     void withoutPeerErrorHandlingMessagesAndRmaFlowAndCloseIsGraceful() throws Exception {
         UcxOptions off = UcxOptions.defaults().withPeerErrorHandling(false);
         try (Ucx a = Ucx.open(off); Ucx b = Ucx.open(off); Arena arena = Arena.ofShared()) {
