@@ -190,7 +190,11 @@ final class SparkJoinDriver {
             Map<String, EndpointStats> pairs = new TreeMap<>();
             for (PeerTraffic t : traffic) {
                 if (t.fetched()) {
-                    pairs.put("(" + pad2(t.executor()) + "," + pad2(t.peer()) + ")", t.stats());
+                    String pair = "(" + pad2(t.executor()) + "," + pad2(t.peer()) + ")";
+                    for (int n = 2; pairs.containsKey(pair); n++) { // a connection that was replaced: one row each
+                        pair = "(" + pad2(t.executor()) + "," + pad2(t.peer()) + ")#" + n;
+                    }
+                    pairs.put(pair, t.stats());
                 }
             }
             pairs.forEach((pair, s) -> line(pair, Double.isNaN(s.p50MBps())

@@ -43,6 +43,7 @@ final class BlockServer implements ConnectionHandler {
     private final long partSize;
     private final int partsInFlight;
     private final Set<Endpoint> clients = ConcurrentHashMap.newKeySet();
+    private volatile java.util.function.Consumer<Endpoint> onClientClosed = ep -> { };
 
     BlockServer(ShuffleBlockResolver resolver, long partSize, int partsInFlight) {
         if (partSize <= 0 || partsInFlight <= 0) {
@@ -58,10 +59,19 @@ final class BlockServer implements ConnectionHandler {
         return clients;
     }
 
+    /** Called with each reducer connection that closes (its final statistics are still readable). */
+    void onClientClosed(java.util.function.Consumer<Endpoint> sink) {
+        this.onClientClosed = sink;
+    }
+
     @Override
     public void onConnection(Endpoint ep) {
         clients.add(ep);
-        ep.onClose(cause -> clients.remove(ep));
+        ep.onClose(cause -> {
+            if (clients.remove(ep)) {
+                onClientClosed.accept(ep);
+            }
+        });
         try {
             while (true) {
                 try (AmMessage m = ep.amRecv()) {

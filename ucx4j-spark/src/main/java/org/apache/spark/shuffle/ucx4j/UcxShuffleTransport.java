@@ -41,6 +41,10 @@ final class UcxShuffleTransport implements AutoCloseable {
     private final Map<String, UcxDriverEndpoint.Address> addresses = new ConcurrentHashMap<>();
     private final Map<String, CompletableFuture<PeerConnection>> peers = new ConcurrentHashMap<>();
     private final AtomicLong requestIds = new AtomicLong();
+    /** Traffic of connections that have closed, newest last, at most {@link #MAX_RETIRED}. */
+    private final java.util.concurrent.ConcurrentLinkedDeque<PeerTraffic> retired =
+            new java.util.concurrent.ConcurrentLinkedDeque<>();
+    static final int MAX_RETIRED = 256;
     private final UcxBlockClient client;
     private final TransportConf transportConf;
 
@@ -56,6 +60,7 @@ final class UcxShuffleTransport implements AutoCloseable {
         this.ucx = Ucx.open(options);
         try {
             this.server = new BlockServer(resolver, conf.partSize(), conf.partsInFlight());
+            server.onClientClosed(ep -> retire(new PeerTraffic(executorId, ep.stats().peer(), false, ep.stats())));
             this.listener = conf.bindAddress() == null ? ucx.listen(conf.port(), server)
                     : ucx.listen(conf.bindAddress(), conf.port(), server);
             String host = env.blockManager().blockManagerId().host();
@@ -122,8 +127,24 @@ final class UcxShuffleTransport implements AutoCloseable {
     }
 
     private void forget(PeerConnection c) {
-        peers.computeIfPresent(c.peer().executorId(),
-                (id, f) -> f.isDone() && !f.isCompletedExceptionally() && f.join() == c ? null : f);
+        boolean[] removed = {false};
+        peers.computeIfPresent(c.peer().executorId(), (id, f) -> {
+            if (f.isDone() && !f.isCompletedExceptionally() && f.join() == c) {
+                removed[0] = true;
+                return null;
+            }
+            return f;
+        });
+        if (removed[0]) {
+            retire(new PeerTraffic(executorId, c.peer().executorId(), true, c.endpoint().stats()));
+        }
+    }
+
+    private void retire(PeerTraffic t) {
+        retired.addLast(t);
+        while (retired.size() > MAX_RETIRED) {
+            retired.pollFirst();
+        }
     }
 
     private UcxDriverEndpoint.Address address(String peerExecutorId) {
@@ -141,9 +162,12 @@ final class UcxShuffleTransport implements AutoCloseable {
         return found;
     }
 
-    /** Traffic per peer executor, as seen from this one: fetches it made (reducer side) and blocks it served. */
+    /**
+     * Traffic per connection to a peer executor, as seen from this one: fetches it made (reducer side) and blocks
+     * it served; closed connections first (the last {@value #MAX_RETIRED}), then open ones.
+     */
     List<PeerTraffic> traffic() {
-        List<PeerTraffic> out = new ArrayList<>();
+        List<PeerTraffic> out = new ArrayList<>(retired);
         for (CompletableFuture<PeerConnection> f : peers.values()) {
             if (f.isDone() && !f.isCompletedExceptionally()) {
                 PeerConnection c = f.join();

@@ -124,4 +124,22 @@ class PeerConnectionTest {
     private static java.nio.ByteBuffer bufferOf(byte[] b) {
         return java.nio.ByteBuffer.wrap(b);
     }
+
+    @Test
+    void aClosedReducerConnectionKeepsItsTrafficFigures() throws Exception {
+        BlockServer blocks = new BlockServer(null, 1 << 20, 1);
+        CompletableFuture<Endpoint> closed = new CompletableFuture<>();
+        blocks.onClientClosed(closed::complete);
+        try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open(); Listener l = server.listen(0, blocks)) {
+            Endpoint ep = reducer.connect("127.0.0.1", l.port());
+            // not a fetch request: the server drops the connection
+            ep.amSend(Wire.header((byte) 99, 1, 0), new byte[1000]);
+            Endpoint gone = closed.get(10, TimeUnit.SECONDS);
+            assertTrue(gone.isClosed());
+            assertEquals(1, gone.stats().messagesReceived());
+            assertEquals(1000, gone.stats().bytesReceived());
+            assertTrue(blocks.clients().isEmpty());
+            ep.abort();
+        }
+    }
 }
