@@ -225,17 +225,40 @@ final class UcxRuns {
         }
     }
 
-    /** Waits for {@code f}: drives the worker in caller-progress mode, otherwise spins while its thread does. */
+    /** A transfer that has not completed after this long has stalled (a benchmark never waits forever). */
+    static final long STALL_NANOS = java.util.concurrent.TimeUnit.MINUTES.toNanos(2);
+
+    /**
+     * Waits for {@code f}: drives the worker in caller-progress mode, otherwise parks while the worker's thread
+     * does (spinning here too would put two busy threads in each process on a 2-core machine).
+     */
     private static void await(Ucx ucx, CompletableFuture<Long> f) {
-        boolean caller = ucx.options().progressMode() == ProgressMode.CALLER;
-        while (!f.isDone()) {
-            if (caller) {
-                ucx.progress();
-            } else {
-                Thread.onSpinWait();
+        if (ucx.options().progressMode() != ProgressMode.CALLER) {
+            try {
+                f.get(STALL_NANOS, java.util.concurrent.TimeUnit.NANOSECONDS);
+                return;
+            } catch (java.util.concurrent.TimeoutException e) {
+                throw stalled();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted", e);
+            } catch (java.util.concurrent.ExecutionException e) {
+                throw new java.util.concurrent.CompletionException(e.getCause());
+            }
+        }
+        long start = System.nanoTime();
+        for (int turns = 0; !f.isDone(); turns++) {
+            ucx.progress();
+            if ((turns & 0xffff) == 0 && System.nanoTime() - start > STALL_NANOS) {
+                throw stalled();
             }
         }
         f.join();
+    }
+
+    private static IllegalStateException stalled() {
+        return new IllegalStateException("a transfer made no progress for 2 minutes: stalled (UCX settings such as "
+                + "a shared-memory segment of 64 KiB or more can do that)");
     }
 
     private static void command(Endpoint ep, Arena arena, Api api, long mode, long size, long total, int window) {
