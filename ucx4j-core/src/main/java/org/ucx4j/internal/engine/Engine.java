@@ -300,8 +300,9 @@ public final class Engine {
 
     /**
      * UCX's shared-memory transports size a peer's receive FIFO with the sender's own settings, so two processes
-     * with different FIFO sizes corrupt each other's memory (and segment sizes, unless both addresses are v2). These are the settings a same-host peer must share
-     * (as UCX will use them: the environment when the worker was created, else UCX's default).
+     * with different FIFO sizes corrupt each other's memory (and with different segment sizes, unless both worker
+     * addresses are v2). These are the settings a same-host peer must share (as UCX will use them: the environment
+     * when the worker was created, else UCX's default).
      */
     private static String shmSettings() {
         StringBuilder b = new StringBuilder();
