@@ -59,7 +59,8 @@ public final class Ucx implements AutoCloseable {
         Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
         this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
                 options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos(),
-                hostAllocator(options), options.maxFrames(), options.maxMessageBytes(), options.peerErrorHandling()));
+                hostAllocator(options), options.maxFrames(), options.maxMessageBytes(), options.pullBudget(),
+                options.peerErrorHandling()));
     }
 
     /** Opens UCX with ucx4j's defaults. */

@@ -366,6 +366,154 @@ class ActiveMessageTest {
         }
     }
 
+    /** malloc that records the most rendezvous payloads it held at once that the endpoint had not yet received. */
+    static final class PullWatchingAllocator implements MemoryAllocator {
+        final java.util.concurrent.atomic.AtomicReference<Endpoint> ep = new java.util.concurrent.atomic.AtomicReference<>();
+        final AtomicLong allocations = new AtomicLong();
+        final AtomicLong outstanding = new AtomicLong();
+        final AtomicLong mostAhead = new AtomicLong();
+
+        @Override
+        public MemorySegment allocate(long bytes) {
+            Endpoint e = ep.get();
+            if (e != null) { // allocation starts a pull; stats count the messages whose pull finished
+                long ahead = allocations.incrementAndGet() - e.stats().messagesReceived();
+                mostAhead.accumulateAndGet(ahead, Math::max);
+            }
+            outstanding.incrementAndGet();
+            return MemoryAllocator.malloc().allocate(bytes);
+        }
+
+        @Override
+        public void free(MemorySegment segment) {
+            outstanding.decrementAndGet();
+            MemoryAllocator.malloc().free(segment);
+        }
+    }
+
+    @Test
+    void rendezvousPayloadsArePulledWithinTheBudgetInArrivalOrder() throws Exception {
+        for (long budget : new long[] {0, 1 << 20}) {
+            PullWatchingAllocator alloc = new PullWatchingAllocator();
+            try (Ucx a = Ucx.open();
+                    Ucx b = Ucx.open(UcxOptions.defaults().withPullBudget(budget).withAllocator(MemoryType.HOST, alloc));
+                    Arena arena = Arena.ofShared()) {
+                CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+                try (Listener l = b.listen(0, accepted::complete)) {
+                    Endpoint client = a.connect("127.0.0.1", l.port());
+                    Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                    alloc.ep.set(server);
+                    long size = 256 << 10; // rendezvous on every transport
+                    int n = 24;
+                    List<CompletableFuture<AmMessage>> early = new ArrayList<>();
+                    for (int i = 0; i < 4; i++) {
+                        early.add(server.amRecvAsync()); // some receives wait before anything arrives
+                    }
+                    List<CompletableFuture<Long>> sends = new ArrayList<>();
+                    for (int i = 0; i < n; i++) { // all announced at once: most must wait for a pull slot
+                        sends.add(client.amSendAsync(MemorySegment.ofArray(header(i)), Data.pattern(arena, size, i)));
+                    }
+                    for (int i = 0; i < n; i++) {
+                        try (AmMessage m = i < early.size() ? early.get(i).get(20, TimeUnit.SECONDS) : server.amRecv(T)) {
+                            assertArrayEquals(header(i), m.headerBytes(), "message " + i + " in arrival order");
+                            Data.verify(m.payload(), size, i);
+                        }
+                    }
+                    for (CompletableFuture<Long> f : sends) {
+                        f.get(20, TimeUnit.SECONDS);
+                    }
+                    assertEquals(n, alloc.allocations.get());
+                    assertEquals(0, alloc.outstanding.get());
+                    long most = alloc.mostAhead.get();
+                    assertTrue(most >= 1 && most <= Math.max(1, budget / size),
+                            "budget " + budget + ": " + most + " payloads of " + size + " B pulled at once");
+                }
+            }
+        }
+    }
+
+    @Test
+    void closingAnEndpointReleasesMessagesAnnouncedButNotPulled() throws Exception {
+        PullWatchingAllocator alloc = new PullWatchingAllocator();
+        try (Ucx a = Ucx.open();
+                Ucx b = Ucx.open(UcxOptions.defaults().withPullBudget(0).withAllocator(MemoryType.HOST, alloc));
+                Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                MemorySegment big = Data.pattern(arena, 8 << 20, 5);
+                int n = 32;
+                List<CompletableFuture<Long>> sends = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    sends.add(client.amSendAsync(MemorySegment.ofArray(header(i)), big));
+                }
+                try (AmMessage m = server.amRecv(T)) {
+                    Data.verify(m.payload(), 8 << 20, 5);
+                }
+                server.close(); // the rest: some pulled and unread (freed), the others never pulled (released)
+                assertTrue(alloc.allocations.get() < n, alloc.allocations.get() + " of " + n + " were pulled");
+                for (CompletableFuture<Long> f : sends) { // UCX acknowledges a released message: no send hangs
+                    try {
+                        f.get(20, TimeUnit.SECONDS);
+                    } catch (ExecutionException e) {
+                        assertInstanceOf(UcxException.class, e.getCause());
+                    }
+                }
+                Data.eventually(() -> alloc.outstanding.get() == 0);
+                // the worker still serves: a new connection carries a rendezvous message
+                CompletableFuture<Endpoint> again = new CompletableFuture<>();
+                try (Listener l2 = b.listen(0, again::complete); Endpoint c2 = a.connect("127.0.0.1", l2.port())) {
+                    Endpoint s2 = again.get(10, TimeUnit.SECONDS);
+                    c2.amSend(MemorySegment.ofArray(header(1)), big, T);
+                    try (AmMessage m = s2.amRecv(T)) {
+                        Data.verify(m.payload(), 8 << 20, 5);
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void aPeerKilledWithMessagesAnnouncedButNotPulledFailsTheReceiverTyped() throws Exception {
+        PullWatchingAllocator alloc = new PullWatchingAllocator();
+        try (Ucx ucx = Ucx.open(UcxOptions.defaults().withPullBudget(0).withAllocator(MemoryType.HOST, alloc))) {
+            java.util.concurrent.BlockingQueue<Endpoint> accepted = new java.util.concurrent.LinkedBlockingQueue<>();
+            try (Listener l = ucx.listen(0, accepted::add);
+                    Peer p = Peer.start("connect-am-flood", String.valueOf(l.port()))) {
+                Endpoint ep = accepted.poll(20, TimeUnit.SECONDS);
+                p.await("SENT");
+                ep.amRecv(T).close(); // pulls go one at a time: most of the 32 are still announced only
+                long killedAt = System.nanoTime();
+                p.kill();
+                int read = 1;
+                UcxException failure = null;
+                while (failure == null) {
+                    try (AmMessage m = ep.amRecv(T)) {
+                        read++; // pulled before the peer died: still readable
+                    } catch (UcxException e) {
+                        failure = e;
+                    }
+                }
+                assertInstanceOf(ConnectionResetException.class, failure, failure.toString());
+                long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt);
+                assertTrue(ms < 5000, "failed after " + ms + " ms");
+                assertTrue(read < 32, read + " of 32 read");
+                ep.close();
+                Data.eventually(() -> alloc.outstanding.get() == 0);
+                // the worker goes on serving
+                try (Arena arena = Arena.ofShared(); Ucx other = Ucx.open();
+                        Endpoint c = other.connect("127.0.0.1", l.port())) {
+                    c.amSend(MemorySegment.ofArray(header(2)), Data.pattern(arena, 1 << 20, 2), T);
+                    try (AmMessage m = accepted.poll(10, TimeUnit.SECONDS).amRecv(T)) {
+                        assertArrayEquals(header(2), m.headerBytes());
+                        Data.verify(m.payload(), 1 << 20, 2);
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void crossProcessEchoOfEveryKind() throws Exception {
         try (Peer p = Peer.start("serve-am-echo"); Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {

@@ -39,6 +39,18 @@ public final class PeerMain {
                     Thread.sleep(Duration.ofMinutes(10));
                 }
             }
+            case "connect-am-flood" -> { // 32 announced 8 MiB active messages, then wait to be killed
+                try (Ucx ucx = Ucx.open(opts); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]));
+                        Arena arena = Arena.ofShared()) {
+                    MemorySegment big = arena.allocate(8 << 20);
+                    for (int i = 0; i < 32; i++) {
+                        ep.amSendAsync(MemorySegment.ofArray(new byte[] {(byte) i}), big);
+                    }
+                    System.out.println("SENT");
+                    System.out.flush();
+                    Thread.sleep(Duration.ofMinutes(10));
+                }
+            }
             case "serve-am-echo" -> {
                 try (Ucx ucx = Ucx.open(); Listener l = ucx.listen(0, PeerMain::amEcho)) {
                     System.out.println("PORT " + l.port());

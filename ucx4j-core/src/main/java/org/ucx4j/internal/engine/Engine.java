@@ -103,7 +103,7 @@ public final class Engine {
     /** Engine settings chosen by the API layer. */
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
-            int maxFrames, long maxMessageBytes, boolean peerErrorHandling) {}
+            int maxFrames, long maxMessageBytes, long pullBudget, boolean peerErrorHandling) {}
 
     final int id;
     final String name;
@@ -127,6 +127,13 @@ public final class Engine {
     private EndpointCore[] eps = new EndpointCore[64];
     private final java.util.Set<ListenerCore> listeners = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
+    /** Rendezvous active messages announced but not yet pulled, oldest first (owner thread). */
+    private final ArrayDeque<Op> heldPulls = new ArrayDeque<>();
+    private final Runnable startPulls = this::startPulls;
+    private final long pullBudget;
+    private int pullsInFlight;
+    private long bytesInFlight;
+    private boolean pullsScheduled;
     private final MemorySegment reqParam, lenOut, pollfd, scratch, epParams;
     /** Owner thread: staging for short active messages sent inside the call. */
     private final MemorySegment sendScratch;
@@ -165,6 +172,7 @@ public final class Engine {
         this.handshakeTimeoutNanos = cfg.handshakeTimeoutNanos();
         this.allocator = cfg.allocator();
         this.maxFrames = cfg.maxFrames();
+        this.pullBudget = cfg.pullBudget();
         this.maxMessageBytes = cfg.maxMessageBytes();
         this.peerErrorHandling = cfg.peerErrorHandling();
         this.terminatedFuture = new SafeFuture<>(executor);
@@ -1620,6 +1628,47 @@ public final class Engine {
             return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
         }
         byte[] userHeader = user.byteSize() == 0 ? NO_BYTES : user.toArray(JAVA_BYTE);
+        if (rndv) {
+            // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
+            Op op = new Op(this);
+            op.kind = Op.AM_DATA;
+            op.what = "active message receive";
+            op.ep = ep;
+            op.inbox = inbox;
+            op.address = data;
+            op.length = length;
+            op.amId = kind;
+            op.keepAlive = userHeader;
+            heldPulls.add(op);
+            if (!pullsScheduled && canPull(length)) {
+                pullsScheduled = true;
+                deferred.add(startPulls);
+            }
+            return Status.INPROGRESS;
+        }
+        AmData m = take(ep, inbox, kind, userHeader, length);
+        if (m == null) {
+            return Status.OK;
+        }
+        MemorySegment.copy(NativeAccess.view(data, length), 0, m.payload, 0, length);
+        if (Jfr.AVAILABLE && Jfr.transfers) {
+            Jfr.TransferEvent ev = Jfr.begin();
+            if (ev != null) {
+                Jfr.end(ev, "active message receive", length, 0, ep, "OK");
+            }
+        }
+        if (ep != null) {
+            ep.stats.received(length, 0);
+        }
+        deliver(ep, inbox, m);
+        if (ep != null) {
+            receiveCompleted(ep);
+        }
+        return Status.OK;
+    }
+
+    /** Receiver-allocated memory for a message; null (and an error entry in its inbox) if the allocator failed. */
+    private AmData take(EndpointCore ep, Inbox inbox, byte kind, byte[] userHeader, long length) {
         MemorySegment payload;
         try {
             payload = allocator.allocate(length);
@@ -1632,48 +1681,61 @@ public final class Engine {
             inbox.deliver(new org.ucx4j.MessageDroppedException("message of " + length
                     + " bytes dropped: allocation failed: " + t + " (" + Status.name(Status.ERR_NO_MEMORY) + ")",
                     Status.ERR_NO_MEMORY, kind == AmWire.PLAIN ? userHeader : NO_BYTES, t));
-            return rndv ? Status.ERR_NO_MEMORY : Status.OK;
+            return null;
         }
-        AmData m = new AmData(kind, userHeader, payload.byteSize() == length ? payload : payload.asSlice(0, length),
+        return new AmData(kind, userHeader, payload.byteSize() == length ? payload : payload.asSlice(0, length),
                 allocator, ep);
-        if (!rndv) {
-            MemorySegment.copy(NativeAccess.view(data, length), 0, m.payload, 0, length);
+    }
+
+    /**
+     * Pulls announced rendezvous payloads, oldest first, while the bytes in flight stay within the pull budget
+     * (owner thread, outside UCX's progress call). Memory is allocated as each pull starts, so few receive blocks
+     * are in use at once, and a consumer that frees each message soon gets the same cache-warm block back from
+     * the LIFO pool. The pulls never wait for the application: a message is pulled whether or not anyone receives.
+     */
+    private void startPulls() {
+        pullsScheduled = false;
+        Op op;
+        while ((op = heldPulls.peek()) != null && canPull(op.length)) {
+            heldPulls.poll();
+            byte[] userHeader = (byte[]) op.keepAlive;
+            op.keepAlive = null;
+            AmData m = take(op.ep, op.inbox, (byte) op.amId, userHeader, op.length);
+            if (m == null) {
+                Ucp.amDataRelease(worker, op.address);
+                continue;
+            }
+            op.attachment = m;
+            if (op.length >= PeerStats.LARGE) {
+                op.startedAt = System.nanoTime();
+            }
             if (Jfr.AVAILABLE && Jfr.transfers) {
-                Jfr.TransferEvent ev = Jfr.begin();
-                if (ev != null) {
-                    Jfr.end(ev, "active message receive", length, 0, ep, "OK");
-                }
+                op.jfr = Jfr.begin();
             }
-            if (ep != null) {
-                ep.stats.received(length, 0);
-            }
-            deliver(ep, inbox, m);
-            if (ep != null) {
-                receiveCompleted(ep);
-            }
-            return Status.OK;
-        }
-        Op op = new Op(this);
-        op.kind = Op.AM_DATA;
-        op.what = "active message receive";
-        op.ep = ep;
-        op.attachment = m;
-        op.inbox = inbox;
-        op.length = length;
-        if (length >= PeerStats.LARGE) {
-            op.startedAt = System.nanoTime();
-        }
-        if (Jfr.AVAILABLE && Jfr.transfers) {
-            op.jfr = Jfr.begin();
-        }
-        deferred.add(() -> {
+            pullsInFlight++;
+            bytesInFlight += op.length;
             int slot = allocSlot(op);
             setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
                     Stubs.STREAM_RECV.address(), userData(slot), 0);
-            long r = Ucp.amRecvDataNbx(worker, data, m.payload.address(), length, reqParam.address());
-            posted(op, slot, r, length, 0);
-        });
-        return Status.INPROGRESS;
+            long r = Ucp.amRecvDataNbx(worker, op.address, m.payload.address(), op.length, reqParam.address());
+            posted(op, slot, r, op.length, 0);
+        }
+    }
+
+    /** A pull of {@code length} bytes may start: none in flight, or all of them within the pull budget. */
+    private boolean canPull(long length) {
+        return pullsInFlight == 0 || bytesInFlight + length <= pullBudget;
+    }
+
+    /** Drops the announced, unpulled messages of an endpoint that closed or failed (owner thread). */
+    private void dropHeldPulls(EndpointCore c) {
+        for (java.util.Iterator<Op> it = heldPulls.iterator(); it.hasNext(); ) {
+            Op op = it.next();
+            if (op.ep == c) {
+                it.remove();
+                Ucp.amDataRelease(worker, op.address);
+            }
+        }
     }
 
     /**
@@ -1719,6 +1781,8 @@ public final class Engine {
 
     /** A rendezvous payload finished arriving (or failed). */
     private void amDataDone(Op op, int status) {
+        pullsInFlight--;
+        bytesInFlight -= op.length;
         AmData m = op.attachment;
         EndpointCore ep = op.ep;
         if (status == Status.OK) {
@@ -1735,6 +1799,10 @@ public final class Engine {
             UcxException e = errorFor(op, status);
             op.inbox.deliver(e);
             op.finish(0, 0, e);
+        }
+        if (!heldPulls.isEmpty() && !pullsScheduled) { // after the delivery: a handler frees first
+            pullsScheduled = true;
+            deferred.add(startPulls);
         }
     }
 
@@ -1926,6 +1994,7 @@ public final class Engine {
         if (c.loopback) {
             unlinkLoopback(c);
         }
+        dropHeldPulls(c);
         closeInboxes(c, cause == null);
         Op close = new Op(this);
         close.kind = Op.CLOSE;

@@ -114,6 +114,7 @@ public final class Ucp {
         static final MethodHandle AM_SEND_NOW = ucp("ucp_am_send_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
                 JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG), CRITICAL);
         static final MethodHandle AM_RECV_DATA_NBX = ucp("ucp_am_recv_data_nbx", L_LLLLL);
+        static final MethodHandle AM_DATA_RELEASE = ucp("ucp_am_data_release", V_LL);
         static final MethodHandle MEM_MAP = ucp("ucp_mem_map", I_LLL);
         static final MethodHandle MEM_UNMAP = ucp("ucp_mem_unmap", I_LL);
         static final MethodHandle MEM_QUERY = ucp("ucp_mem_query", I_LL);
@@ -358,6 +359,14 @@ public final class Ucp {
 
     public static long amRecvDataNbx(long worker, long desc, long buffer, long count, long param) {
         try { return (long) Holder.AM_RECV_DATA_NBX.invokeExact(worker, desc, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /**
+     * {@code ucp_am_data_release}: drops a message whose callback returned {@code UCS_INPROGRESS}; for a rendezvous
+     * message that was never pulled, UCX acknowledges it to the sender (whose send then completes).
+     */
+    public static void amDataRelease(long worker, long data) {
+        try { Holder.AM_DATA_RELEASE.invokeExact(worker, data); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static int memMap(long context, long params, long memhOut) {
