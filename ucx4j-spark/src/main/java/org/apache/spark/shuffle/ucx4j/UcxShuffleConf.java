@@ -21,6 +21,7 @@ final class UcxShuffleConf {
     static final String PROGRESS_MODE = PREFIX + "progressMode";
     static final String PART_SIZE = PREFIX + "partSize";
     static final String PARTS_IN_FLIGHT = PREFIX + "partsInFlight";
+    static final String PULL_BUDGET = PREFIX + "pullBudget";
     static final String UCX_PREFIX = PREFIX + "ucx.";
 
     private final SparkConf conf;
@@ -56,6 +57,14 @@ final class UcxShuffleConf {
         return conf.getInt(PARTS_IN_FLIGHT, 4);
     }
 
+    /**
+     * Bytes of rendezvous payloads (blocks, parts) each executor pulls at once ({@link UcxOptions#withPullBudget});
+     * the default lets every part of a to-disk request ({@code partsInFlight x partSize}) land at the same time.
+     */
+    long pullBudget() {
+        return conf.getSizeAsBytes(PULL_BUDGET, String.valueOf(partsInFlight() * partSize()));
+    }
+
     /** A request that sees no data for this long fails (Spark's own idle timeout for shuffle connections). */
     Duration networkTimeout() {
         return Duration.ofSeconds(conf.getTimeAsSeconds("spark.network.timeout", "120s"));
@@ -73,7 +82,8 @@ final class UcxShuffleConf {
     UcxOptions ucxOptions() {
         UcxOptions o = UcxOptions.defaults()
                 .withProgressMode(ProgressMode.valueOf(conf.get(PROGRESS_MODE, "backoff").toUpperCase(Locale.ROOT)))
-                .withConnectTimeout(connectTimeout());
+                .withConnectTimeout(connectTimeout())
+                .withPullBudget(pullBudget());
         for (Map.Entry<String, String> d : UCX_DEFAULTS.entrySet()) {
             if (!conf.contains(UCX_PREFIX + d.getKey()) && System.getenv("UCX_" + d.getKey()) == null) {
                 o = o.with(d.getKey(), d.getValue());

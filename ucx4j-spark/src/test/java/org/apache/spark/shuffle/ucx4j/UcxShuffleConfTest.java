@@ -1,0 +1,19 @@
+package org.apache.spark.shuffle.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import org.apache.spark.SparkConf;
+import org.junit.jupiter.api.Test;
+
+/** The plug-in's settings as they reach ucx4j's options. */
+class UcxShuffleConfTest {
+    @Test
+    void thePullBudgetLetsEveryPartOfARequestLandAtOnceUnlessSet() {
+        SparkConf conf = new SparkConf(false);
+        assertEquals(32L << 20, new UcxShuffleConf(conf).ucxOptions().pullBudget(), "4 parts of 8 MiB");
+        conf.set(UcxShuffleConf.PART_SIZE, "2m").set(UcxShuffleConf.PARTS_IN_FLIGHT, "3");
+        assertEquals(6L << 20, new UcxShuffleConf(conf).ucxOptions().pullBudget());
+        conf.set(UcxShuffleConf.PULL_BUDGET, "100m");
+        assertEquals(100L << 20, new UcxShuffleConf(conf).ucxOptions().pullBudget());
+    }
+}
