@@ -2391,6 +2391,10 @@ public final class Engine {
                     in.clear();
                 }
             }
+            Op held;
+            while ((held = heldPulls.poll()) != null) { // announced by raw peers, never pulled
+                Ucp.amDataRelease(worker, held.address);
+            }
             for (long rkey : rkeys) {
                 Ucp.rkeyDestroy(rkey);
             }
