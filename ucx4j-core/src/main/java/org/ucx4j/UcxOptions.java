@@ -172,10 +172,11 @@ public final class UcxOptions implements Cloneable {
     /**
      * How many bytes of rendezvous (large) active-message payloads, frames and objects the worker pulls at once
      * (default 4 MiB; one pull always runs, whatever its size). Later arrivals wait, announced but unpulled (UCX
-     * holds them, the sender's send stays pending), and are pulled oldest first as earlier pulls land. Fewer pulls
-     * at once keep receive blocks few and cache-warm: with an unbounded budget, 32 outstanding 4 MiB messages
-     * landed in 32 different blocks and receive bandwidth fell to ~0.6x of {@code ucx_perftest}'s on one host.
-     * Raise it for many peers on a high-latency network.
+     * holds them, the sender's send stays pending), and are pulled oldest first as earlier pulls land, each into
+     * memory allocated as it starts: in-flight receive memory stays bounded (unbounded, 32 outstanding 4 MiB
+     * messages took 32 blocks at once) and a consumer that frees promptly gets cache-warm blocks back. The pulls
+     * never wait for the application (a sender blocked on a large send cannot deadlock against a receiver blocked
+     * on its own). Raise it for many peers on a high-latency network.
      */
     public UcxOptions withPullBudget(long bytes) {
         if (bytes < 0) {

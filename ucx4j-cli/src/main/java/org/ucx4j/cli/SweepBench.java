@@ -62,6 +62,10 @@ final class SweepBench implements Callable<Integer> {
                     + "none: off on both (UCX 1.13 then uses CMA zero-copy on one host)")
     String errorHandling;
 
+    @Option(names = "--pull-budget", description = "the receiving ucx4j worker's rendezvous pull budget in bytes "
+            + "(UcxOptions.withPullBudget; e.g. 1m, 1024m; default: ucx4j's, 4 MiB)")
+    String pullBudget;
+
     @Option(names = "--json", description = "write results to this file")
     Path json;
 
@@ -182,6 +186,7 @@ final class SweepBench implements Callable<Integer> {
                 + (UcxRuns.Api.parse(api) == UcxRuns.Api.RMA
                         ? "; memory allocated by UCX, posix first (UCX_ALLOC_PRIO)" : "")
                 + (peerErrors(errorHandling) ? "" : "; no peer error handling on either stack")
+                + (pullBudget == null ? "" : "; ucx4j pull budget " + pullBudget)
                 + "\nboth UCX stacks: " + String.join(" ", Ucx.environmentDefaults().entrySet().stream()
                         .map(e -> e.getKey() + "=" + e.getValue()).toList());
     }
@@ -264,8 +269,12 @@ final class SweepBench implements Callable<Integer> {
     }
 
     private Process startServer() throws Exception {
-        return new ProcessBuilder(Main.selfCommand("bench", "sweep-server", "--error-handling", errorHandling))
-                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        List<String> cmd = new ArrayList<>(Main.selfCommand("bench", "sweep-server", "--error-handling",
+                errorHandling));
+        if (pullBudget != null) {
+            cmd.addAll(List.of("--pull-budget", pullBudget));
+        }
+        return new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT).start();
     }
 
     /** The other side of the sweep: one ucx4j endpoint and one NIO connection, serving commands. */
@@ -274,10 +283,17 @@ final class SweepBench implements Callable<Integer> {
         @Option(names = "--error-handling", defaultValue = "peer")
         String errorHandling;
 
+        @Option(names = "--pull-budget")
+        String pullBudget;
+
         @Override
         public Integer call() throws Exception {
-            try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
-                    .withPeerErrorHandling(peerErrors(errorHandling)).withName("sweep-server"));
+            UcxOptions o = UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
+                    .withPeerErrorHandling(peerErrors(errorHandling)).withName("sweep-server");
+            if (pullBudget != null) {
+                o = o.withPullBudget(Measurement.parseSize(pullBudget));
+            }
+            try (Ucx ucx = Ucx.open(o);
                     ServerSocketChannel nioServer = NioRuns.bind()) {
                 CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
                 try (Listener l = ucx.listen("127.0.0.1", 0, accepted::complete)) {
