@@ -1627,6 +1627,11 @@ public final class Engine {
                     kind == AmWire.PLAIN ? user.toArray(JAVA_BYTE) : NO_BYTES));
             return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
         }
+        if (rndv && ep != null && (ep.state == EndpointCore.FAILED || ep.state == EndpointCore.CLOSED)) {
+            // announced by a peer this side already gave up on: a pull might never complete (see dropPulls)
+            LOG.debug("ucx4j: dropped a rendezvous message announced on {} after it went away", ep.peer);
+            return Status.ERR_CANCELED;
+        }
         byte[] userHeader = user.byteSize() == 0 ? NO_BYTES : user.toArray(JAVA_BYTE);
         if (rndv) {
             // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
@@ -1727,14 +1732,32 @@ public final class Engine {
         return pullsInFlight == 0 || bytesInFlight + length <= pullBudget;
     }
 
-    /** Drops the announced, unpulled messages of an endpoint that closed or failed (owner thread). */
-    private void dropHeldPulls(EndpointCore c) {
+    /**
+     * An endpoint closed or failed (owner thread): its announced, unpulled messages are released, and its pulls in
+     * flight stop counting against the budget. UCX 1.13 may never complete a pull whose sender died, and one such
+     * pull would otherwise stall every later pull on this worker; its memory stays with the op until UCX lets go
+     * (or the worker is destroyed).
+     */
+    private void dropPulls(EndpointCore c) {
         for (java.util.Iterator<Op> it = heldPulls.iterator(); it.hasNext(); ) {
             Op op = it.next();
             if (op.ep == c) {
                 it.remove();
                 Ucp.amDataRelease(worker, op.address);
             }
+        }
+        boolean freed = false;
+        for (Op op : slots) {
+            if (op != null && op.kind == Op.AM_DATA && op.ep == c && !op.pullUncounted) {
+                op.pullUncounted = true;
+                pullsInFlight--;
+                bytesInFlight -= op.length;
+                freed = true;
+            }
+        }
+        if (freed && !heldPulls.isEmpty() && !pullsScheduled) {
+            pullsScheduled = true;
+            deferred.add(startPulls);
         }
     }
 
@@ -1781,8 +1804,10 @@ public final class Engine {
 
     /** A rendezvous payload finished arriving (or failed). */
     private void amDataDone(Op op, int status) {
-        pullsInFlight--;
-        bytesInFlight -= op.length;
+        if (!op.pullUncounted) {
+            pullsInFlight--;
+            bytesInFlight -= op.length;
+        }
         AmData m = op.attachment;
         EndpointCore ep = op.ep;
         if (status == Status.OK) {
@@ -1994,7 +2019,7 @@ public final class Engine {
         if (c.loopback) {
             unlinkLoopback(c);
         }
-        dropHeldPulls(c);
+        dropPulls(c);
         closeInboxes(c, cause == null);
         Op close = new Op(this);
         close.kind = Op.CLOSE;

@@ -57,6 +57,8 @@ public final class Op extends SafeFuture<Long> {
     /** Active-message data transfer: the message being filled and the inbox it goes to. */
     AmData attachment;
     Inbox inbox;
+    /** A pull in flight whose endpoint went away: no longer counted against the worker's pull budget. */
+    boolean pullUncounted;
     /** Keeps the caller's buffer (segment, ByteBuffer) reachable while UCX uses its memory. */
     Object keepAlive;
     String what;
