@@ -29,7 +29,7 @@ class ActiveMessageTest {
     static final long[] SIZES = {0, 1, 8, 1024, 64 * 1024, 1 << 20, 16 << 20};
 
     /** malloc, counting what it hands out, so a test can show that a refused message allocated nothing. */
-    static final class CountingAllocator implements MemoryAllocator {
+    static class CountingAllocator implements MemoryAllocator {
         final AtomicLong allocations = new AtomicLong();
         final AtomicLong outstanding = new AtomicLong();
         /** Allocations of exactly this many bytes fail (-1: none). */
@@ -366,28 +366,19 @@ class ActiveMessageTest {
         }
     }
 
-    /** malloc that records the most rendezvous payloads it held at once that the endpoint had not yet received. */
-    static final class PullWatchingAllocator implements MemoryAllocator {
+    /** Counts like its parent, and records the most rendezvous payloads pulled at once that had not landed yet. */
+    static final class PullWatchingAllocator extends CountingAllocator {
         final java.util.concurrent.atomic.AtomicReference<Endpoint> ep = new java.util.concurrent.atomic.AtomicReference<>();
-        final AtomicLong allocations = new AtomicLong();
-        final AtomicLong outstanding = new AtomicLong();
         final AtomicLong mostAhead = new AtomicLong();
 
         @Override
         public MemorySegment allocate(long bytes) {
+            MemorySegment s = super.allocate(bytes);
             Endpoint e = ep.get();
             if (e != null) { // allocation starts a pull; stats count the messages whose pull finished
-                long ahead = allocations.incrementAndGet() - e.stats().messagesReceived();
-                mostAhead.accumulateAndGet(ahead, Math::max);
+                mostAhead.accumulateAndGet(allocations.get() - e.stats().messagesReceived(), Math::max);
             }
-            outstanding.incrementAndGet();
-            return MemoryAllocator.malloc().allocate(bytes);
-        }
-
-        @Override
-        public void free(MemorySegment segment) {
-            outstanding.decrementAndGet();
-            MemoryAllocator.malloc().free(segment);
+            return s;
         }
     }
 
