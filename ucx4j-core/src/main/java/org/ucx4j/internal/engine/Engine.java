@@ -1645,10 +1645,7 @@ public final class Engine {
             op.amId = kind;
             op.keepAlive = userHeader;
             heldPulls.add(op);
-            if (!pullsScheduled && canPull(length)) {
-                pullsScheduled = true;
-                deferred.add(startPulls);
-            }
+            schedulePulls();
             return Status.INPROGRESS;
         }
         AmData m = take(ep, inbox, kind, userHeader, length);
@@ -1727,6 +1724,15 @@ public final class Engine {
         }
     }
 
+    /** Runs {@link #startPulls} after the current progress call if a held message may start now. */
+    private void schedulePulls() {
+        Op next = heldPulls.peek();
+        if (next != null && !pullsScheduled && canPull(next.length)) {
+            pullsScheduled = true;
+            deferred.add(startPulls);
+        }
+    }
+
     /** A pull of {@code length} bytes may start: none in flight, or all of them within the pull budget. */
     private boolean canPull(long length) {
         return pullsInFlight == 0 || bytesInFlight + length <= pullBudget;
@@ -1755,9 +1761,8 @@ public final class Engine {
                 freed = true;
             }
         }
-        if (freed && !heldPulls.isEmpty() && !pullsScheduled) {
-            pullsScheduled = true;
-            deferred.add(startPulls);
+        if (freed) {
+            schedulePulls();
         }
     }
 
@@ -1825,10 +1830,7 @@ public final class Engine {
             op.inbox.deliver(e);
             op.finish(0, 0, e);
         }
-        if (!heldPulls.isEmpty() && !pullsScheduled) { // after the delivery: a handler frees first
-            pullsScheduled = true;
-            deferred.add(startPulls);
-        }
+        schedulePulls(); // after the delivery: a handler frees first
     }
 
     /** An endpoint is gone: its waiting receives fail; on a local close, what nobody took is freed. */
