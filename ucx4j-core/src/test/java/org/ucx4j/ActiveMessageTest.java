@@ -15,6 +15,7 @@ import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -465,13 +466,20 @@ class ActiveMessageTest {
         }
     }
 
+    /**
+     * Over TCP: the peer dies while it streams a payload, and over shared memory a process killed in the middle of
+     * writing a FIFO element leaves that element unpublished, which stalls this worker's shared-memory receives
+     * from every peer for good (a UCX limitation; see the README's failure model).
+     */
     @Test
     void aPeerKilledWithMessagesAnnouncedButNotPulledFailsTheReceiverTyped() throws Exception {
         PullWatchingAllocator alloc = new PullWatchingAllocator();
-        try (Ucx ucx = Ucx.open(UcxOptions.defaults().withPullBudget(0).withAllocator(MemoryType.HOST, alloc))) {
+        try (Ucx ucx = Ucx.open(UcxOptions.defaults().withPullBudget(0).withAllocator(MemoryType.HOST, alloc)
+                .with("TLS", "tcp"))) {
             java.util.concurrent.BlockingQueue<Endpoint> accepted = new java.util.concurrent.LinkedBlockingQueue<>();
             try (Listener l = ucx.listen(0, accepted::add);
-                    Peer p = Peer.start("connect-am-flood", String.valueOf(l.port()))) {
+                    Peer p = Peer.start(Map.of("UCX_TLS", "tcp"), List.of(), "connect-am-flood",
+                            String.valueOf(l.port()))) {
                 Endpoint ep = accepted.poll(20, TimeUnit.SECONDS);
                 p.await("SENT");
                 ep.amRecv(T).close(); // pulls go one at a time: most of the 32 are still announced only
