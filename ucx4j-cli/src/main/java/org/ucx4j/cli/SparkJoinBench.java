@@ -43,9 +43,13 @@ final class SparkJoinBench implements Callable<Integer> {
             + "each row (the seed's rows are two int64s), default ${DEFAULT-VALUE}")
     int payloadBytes;
 
-    @Option(names = "--iterations", defaultValue = "3", description = "timed iterations per backend (after one "
+    @Option(names = "--iterations", defaultValue = "3", description = "timed iterations per backend (after the "
             + "warm-up), default ${DEFAULT-VALUE}")
     int iterations;
+
+    @Option(names = "--warmup", defaultValue = "1", description = "untimed runs of the timed query per backend "
+            + "before the timed ones (after a join count that checks both backends agree), default ${DEFAULT-VALUE}")
+    int warmup;
 
     @Option(names = "--executors", defaultValue = "2", description = "executor JVMs, default ${DEFAULT-VALUE}")
     int executors;
@@ -82,10 +86,10 @@ final class SparkJoinBench implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        if (partitions < 1 || rowsPerPartition < 1 || iterations < 1 || executors < 1 || fracMatch < 0
-                || fracMatch > 1) {
-            throw new IllegalArgumentException("need partitions, rows, iterations, executors >= 1 and 0 <= "
-                    + "frac-match <= 1");
+        if (partitions < 1 || rowsPerPartition < 1 || iterations < 1 || executors < 1 || warmup < 0
+                || fracMatch < 0 || fracMatch > 1) {
+            throw new IllegalArgumentException("need partitions, rows, iterations, executors >= 1, warmup >= 0 and "
+                    + "0 <= frac-match <= 1");
         }
         for (String b : backends) {
             if (!b.equals("sort") && !b.equals("ucx4j")) {
