@@ -4,7 +4,8 @@ package org.ucx4j;
  * One receiver-allocated message (active message, frames, object) could not be taken and was dropped: its memory
  * could not be allocated (UCS_ERR_NO_MEMORY), or it was refused ({@link MessageRefusedException}). The receive that
  * would have got it fails with this; later messages still flow, so a receive loop may go on. {@link #header()}
- * tells which message it was.
+ * tells which message it was. The sender is not told: a large (rendezvous) message is refused only after its send
+ * was accepted, and UCX 1.13 can release such a message only with a success acknowledgement.
  */
 public class MessageDroppedException extends UcxException {
     private static final long serialVersionUID = 1L;

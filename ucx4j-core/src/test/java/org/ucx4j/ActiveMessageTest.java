@@ -425,6 +425,33 @@ class ActiveMessageTest {
     }
 
     @Test
+    void smallMessagesDoNotOvertakeLargeOnesStillBeingPulled() throws Exception {
+        // budget 0: one pull at a time, so each 4 MiB payload is still arriving when the 8 B messages after it do
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(UcxOptions.defaults().withPullBudget(0));
+                Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete); Endpoint client = a.connect("127.0.0.1", l.port())) {
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                int n = 24;
+                List<CompletableFuture<Long>> sends = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    long size = i % 3 == 0 ? 4 << 20 : 8;
+                    sends.add(client.amSendAsync(MemorySegment.ofArray(header(i)), Data.pattern(arena, size, i)));
+                }
+                for (int i = 0; i < n; i++) {
+                    try (AmMessage m = server.amRecv(T)) {
+                        assertArrayEquals(header(i), m.headerBytes(), "message " + i + " in arrival order");
+                        Data.verify(m.payload(), i % 3 == 0 ? 4 << 20 : 8, i);
+                    }
+                }
+                for (CompletableFuture<Long> f : sends) {
+                    f.get(20, TimeUnit.SECONDS);
+                }
+            }
+        }
+    }
+
+    @Test
     void closingAnEndpointReleasesMessagesAnnouncedButNotPulled() throws Exception {
         PullWatchingAllocator alloc = new PullWatchingAllocator();
         try (Ucx a = Ucx.open();

@@ -1622,7 +1622,7 @@ public final class Engine {
         String refusal = AmWire.refusal(kind, user, length, maxFrames, maxMessageBytes);
         if (refusal != null) {
             LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
-            inbox.deliver(new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
+            deliverInOrder(ep, inbox, new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
                     + Status.name(Status.ERR_EXCEEDS_LIMIT) + ")", Status.ERR_EXCEEDS_LIMIT,
                     kind == AmWire.PLAIN ? user.toArray(JAVA_BYTE) : NO_BYTES));
             return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
@@ -1645,10 +1645,13 @@ public final class Engine {
             op.amId = kind;
             op.keepAlive = userHeader;
             heldPulls.add(op);
+            if (ep != null) { // what arrives after it on this endpoint waits for it (raw peers: as UCX delivers)
+                inbox.inOrder.add(op);
+            }
             schedulePulls();
             return Status.INPROGRESS;
         }
-        AmData m = take(ep, inbox, kind, userHeader, length);
+        AmData m = take(ep, inbox, kind, userHeader, length, null);
         if (m == null) {
             return Status.OK;
         }
@@ -1662,15 +1665,65 @@ public final class Engine {
         if (ep != null) {
             ep.stats.received(length, 0);
         }
-        deliver(ep, inbox, m);
-        if (ep != null) {
-            receiveCompleted(ep);
-        }
+        deliverInOrder(ep, inbox, m);
         return Status.OK;
     }
 
-    /** Receiver-allocated memory for a message; null (and an error entry in its inbox) if the allocator failed. */
-    private AmData take(EndpointCore ep, Inbox inbox, byte kind, byte[] userHeader, long length) {
+    /** A finished message or error: out now, or after the unfinished pulls that arrived before it (owner thread). */
+    private void deliverInOrder(EndpointCore ep, Inbox inbox, Object entry) {
+        if (inbox.inOrder.isEmpty()) {
+            handOut(ep, inbox, entry);
+        } else {
+            inbox.inOrder.add(entry);
+        }
+    }
+
+    /** Delivers the inbox's waiting entries from the oldest up to the first pull still unfinished. */
+    private void drainInOrder(EndpointCore ep, Inbox inbox) {
+        Object head;
+        while ((head = inbox.inOrder.peek()) != null) {
+            if (head instanceof Op op) {
+                if (!op.done) {
+                    return;
+                }
+                inbox.inOrder.poll();
+                AmData m = op.attachment;
+                op.attachment = null;
+                handOut(ep, inbox, op.error != null ? op.error : m);
+            } else {
+                inbox.inOrder.poll();
+                handOut(ep, inbox, head);
+            }
+        }
+    }
+
+    /** A pull ended (op finished): its message or error goes out, in arrival order for ucx4j endpoints. */
+    private void pullEnded(Op op) {
+        if (op.ep != null) {
+            drainInOrder(op.ep, op.inbox);
+        } else {
+            AmData m = op.attachment;
+            op.attachment = null;
+            handOut(null, op.inbox, op.error != null ? op.error : m);
+        }
+    }
+
+    private void handOut(EndpointCore ep, Inbox inbox, Object entry) {
+        if (entry instanceof AmData m) {
+            deliver(ep, inbox, m);
+            if (ep != null) {
+                receiveCompleted(ep);
+            }
+        } else {
+            inbox.deliver(entry);
+        }
+    }
+
+    /**
+     * Receiver-allocated memory for a message; null if the allocator failed, and then an error entry goes to its
+     * inbox, or ends {@code pull} (the held message that was to land there).
+     */
+    private AmData take(EndpointCore ep, Inbox inbox, byte kind, byte[] userHeader, long length, Op pull) {
         MemorySegment payload;
         try {
             payload = allocator.allocate(length);
@@ -1680,9 +1733,14 @@ public final class Engine {
             }
         } catch (Throwable t) {
             LOG.warn("ucx4j: could not allocate {} bytes for a message from {}: {}", length, ep, t.toString());
-            inbox.deliver(new org.ucx4j.MessageDroppedException("message of " + length
+            UcxException e = new org.ucx4j.MessageDroppedException("message of " + length
                     + " bytes dropped: allocation failed: " + t + " (" + Status.name(Status.ERR_NO_MEMORY) + ")",
-                    Status.ERR_NO_MEMORY, kind == AmWire.PLAIN ? userHeader : NO_BYTES, t));
+                    Status.ERR_NO_MEMORY, kind == AmWire.PLAIN ? userHeader : NO_BYTES, t);
+            if (pull != null) {
+                pull.finish(0, 0, e);
+            } else {
+                deliverInOrder(ep, inbox, e);
+            }
             return null;
         }
         return new AmData(kind, userHeader, payload.byteSize() == length ? payload : payload.asSlice(0, length),
@@ -1702,9 +1760,10 @@ public final class Engine {
             heldPulls.poll();
             byte[] userHeader = (byte[]) op.keepAlive;
             op.keepAlive = null;
-            AmData m = take(op.ep, op.inbox, (byte) op.amId, userHeader, op.length);
+            AmData m = take(op.ep, op.inbox, (byte) op.amId, userHeader, op.length, op);
             if (m == null) {
                 Ucp.amDataRelease(worker, op.address);
+                pullEnded(op);
                 continue;
             }
             op.attachment = m;
@@ -1754,12 +1813,19 @@ public final class Engine {
         }
         boolean freed = false;
         for (Op op : slots) {
-            if (op != null && op.kind == Op.AM_DATA && op.ep == c && !op.pullUncounted) {
+            // a raw peer's messages carry no connection: when a raw endpoint goes, no raw pull counts any more
+            // (a dead one's might never end), but each is still delivered when it does
+            if (op != null && op.kind == Op.AM_DATA && !op.pullUncounted && (op.ep == c || op.ep == null && c.raw)) {
                 op.pullUncounted = true;
+                op.pullOrphaned = op.ep == c; // freed when it ends (amDataDone)
                 pullsInFlight--;
                 bytesInFlight -= op.length;
                 freed = true;
             }
+        }
+        for (Inbox in : c.inboxes) { // what finished before the unfinished pulls goes out, in order
+            in.inOrder.removeIf(e -> e instanceof Op op && !op.done);
+            drainInOrder(c, in);
         }
         if (freed) {
             schedulePulls();
@@ -1809,27 +1875,29 @@ public final class Engine {
 
     /** A rendezvous payload finished arriving (or failed). */
     private void amDataDone(Op op, int status) {
+        AmData m = op.attachment;
+        EndpointCore ep = op.ep;
+        if (op.pullOrphaned) { // its endpoint went away meanwhile (dropPulls): nobody will read it
+            op.attachment = null;
+            m.free();
+            op.finish(0, 0, null);
+            return;
+        }
         if (!op.pullUncounted) {
             pullsInFlight--;
             bytesInFlight -= op.length;
         }
-        AmData m = op.attachment;
-        EndpointCore ep = op.ep;
         if (status == Status.OK) {
             if (ep != null) {
                 ep.stats.received(op.length, op.startedAt);
             }
-            deliver(ep, op.inbox, m);
-            if (ep != null) {
-                receiveCompleted(ep);
-            }
             op.finish(op.length, 0, null);
         } else {
+            op.attachment = null;
             m.free();
-            UcxException e = errorFor(op, status);
-            op.inbox.deliver(e);
-            op.finish(0, 0, e);
+            op.finish(0, 0, errorFor(op, status));
         }
+        pullEnded(op);
         schedulePulls(); // after the delivery: a handler frees first
     }
 

@@ -12,6 +12,12 @@ import org.ucx4j.UcxException;
 final class Inbox {
     private final ArrayDeque<Object> ready = new ArrayDeque<>();
     private final ArrayDeque<SafeFuture<AmData>> waiters = new ArrayDeque<>();
+    /**
+     * Arrival order (owner thread): while a rendezvous message's pull is unfinished, it and every later message of
+     * this inbox wait here, so messages are delivered in the order they arrived. Entries: the pull's {@link Op}, or a
+     * finished message ({@link AmData}) or error ({@link UcxException}) that arrived after one.
+     */
+    final ArrayDeque<Object> inOrder = new ArrayDeque<>();
 
     /** Hands {@code entry} to the oldest live waiter, or keeps it. */
     void deliver(Object entry) {
@@ -61,7 +67,11 @@ final class Inbox {
     /** Frees what nobody took (the endpoint or the worker closed). */
     void clear() {
         Object entry;
-        while ((entry = ready.poll()) != null) {
+        while ((entry = ready.poll()) != null || (entry = inOrder.poll()) != null) {
+            if (entry instanceof Op op && op.done) { // a finished pull still waiting its turn
+                entry = op.attachment;
+                op.attachment = null;
+            }
             if (entry instanceof AmData m) {
                 m.free();
             }

@@ -59,6 +59,8 @@ public final class Op extends SafeFuture<Long> {
     Inbox inbox;
     /** A pull in flight whose endpoint went away: no longer counted against the worker's pull budget. */
     boolean pullUncounted;
+    /** A pull in flight whose endpoint went away: its message is freed when it ends, not delivered. */
+    boolean pullOrphaned;
     /** Keeps the caller's buffer (segment, ByteBuffer) reachable while UCX uses its memory. */
     Object keepAlive;
     String what;
