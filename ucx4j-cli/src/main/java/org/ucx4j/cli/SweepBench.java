@@ -4,6 +4,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
@@ -129,6 +131,7 @@ final class SweepBench implements Callable<Integer> {
                     .withPeerErrorHandling(peerErrors).withName("sweep-client"));
                     Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p[1]), Duration.ofSeconds(30));
                     SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
+                settleJit(apiKind, ucx, ep, nio, active, sz);
                 long t0 = System.nanoTime();
                 for (int i = 0; i < plan.size(); i++) {
                     String stack = (String) plan.get(i)[0];
@@ -193,40 +196,94 @@ final class SweepBench implements Callable<Integer> {
 
     private Measurement measure(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, PerftestRuns perftest,
             String stack, String mode, long size) throws Exception {
+        long iters = iterations(stack, mode, size);
+        // the same warm-up for every stack; enough iterations for the JIT to finish with the Java ones
+        long warmup = warmupIterations(mode, iters);
+        if (stack.equals("perftest")) {
+            return perftest.run(apiKind, mode, size, iters, warmup);
+        }
+        warmUp(stack + mode + size, () -> pass(apiKind, ucx, ep, nio, stack, mode, size, warmup));
+        return pass(apiKind, ucx, ep, nio, stack, mode, size, iters);
+    }
+
+    /** One run of a Java stack ({@code ucx4j} or {@code nio}) at one mode and size. */
+    private Measurement pass(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, String stack,
+            String mode, long size, long iters) throws Exception {
+        boolean latency = Measurement.LATENCY.equals(mode);
+        if (stack.equals("ucx4j")) {
+            return latency ? UcxRuns.latency(apiKind, ep, size, iters, 0)
+                    : UcxRuns.stream(apiKind, ucx, ep, mode, size, iters, window);
+        }
+        return latency ? NioRuns.latency(nio, size, iters, 0) : NioRuns.stream(nio, mode, size, iters);
+    }
+
+    private long iterations(String stack, String mode, long size) {
         long iters = iterations(mode, size);
         if (stack.equals("nio") && !Measurement.BANDWIDTH.equals(mode)) {
             // NIO is ~100x slower per message here: a tenth of the rate run and a quarter of the ping-pongs keep
             // each NIO run near a second, with thousands of samples still behind its percentiles
             iters = Math.max(1, iters / (Measurement.RATE.equals(mode) ? 10 : 4));
         }
-        // the same warm-up for every stack; enough iterations for the JIT to finish with the Java ones
-        boolean latency = Measurement.LATENCY.equals(mode);
-        long warmup = Math.max(Math.min(iters, latency ? 10_000 : 50_000), iters / 10);
-        return switch (stack) {
-            case "ucx4j" -> {
-                warmUp(stack + mode + size, () -> {
-                    if (latency) {
-                        UcxRuns.latency(apiKind, ep, size, warmup, 0);
-                    } else {
-                        UcxRuns.stream(apiKind, ucx, ep, mode, size, warmup, window);
-                    }
-                });
-                yield latency ? UcxRuns.latency(apiKind, ep, size, iters, 0)
-                        : UcxRuns.stream(apiKind, ucx, ep, mode, size, iters, window);
-            }
-            case "nio" -> {
-                warmUp(stack + mode + size, () -> {
-                    if (latency) {
-                        NioRuns.latency(nio, size, warmup, 0);
-                    } else {
-                        NioRuns.stream(nio, mode, size, warmup);
-                    }
-                });
-                yield latency ? NioRuns.latency(nio, size, iters, 0) : NioRuns.stream(nio, mode, size, iters);
-            }
-            default -> perftest.run(apiKind, mode, size, iters, warmup);
-        };
+        return iters;
     }
+
+    private static long warmupIterations(String mode, long iters) {
+        return Math.max(Math.min(iters, Measurement.LATENCY.equals(mode) ? 10_000 : 50_000), iters / 10);
+    }
+
+    /**
+     * Before the first measurement, each Java stack runs every mode at its smallest and largest size until the
+     * JIT has gone quiet ({@link CompilationMXBean}: no compilation finished for {@link #QUIET_NANOS}), for at least
+     * {@link #WARMUP_NANOS} and at most {@link #SETTLE_MAX_NANOS} each. With two busy processes on two cores the
+     * compiler threads get little CPU: a fixed 200 ms warm-up left the hot paths (and the timed loop itself) still
+     * interpreted or in C1 code when the first size was measured, which then ran 10-30 % slow (8 B ping-pong
+     * 0.29-0.31 us where later rounds gave 0.25 us; the first bandwidth point at half the rate of later ones).
+     * The server process runs the same traffic, so its JIT settles alongside.
+     */
+    private void settleJit(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, List<String> active,
+            long[] sz) throws Exception {
+        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+        boolean watch = jit != null && jit.isCompilationTimeMonitoringSupported();
+        for (String stack : active) {
+            if (stack.equals("perftest")) {
+                continue;
+            }
+            for (String mode : modes) {
+                long smallest = Long.MAX_VALUE, largest = -1;
+                for (long s : sz) {
+                    if (!(mode.equals(Measurement.RATE) && s > 1024)) {
+                        smallest = Math.min(smallest, s);
+                        largest = Math.max(largest, s);
+                    }
+                }
+                for (long size : largest < 0 ? new long[0] : new long[] {smallest, largest}) {
+                    System.err.printf(Locale.ROOT, "\r[warm-up] %-8s %-9s %-8s         ", stack, mode,
+                            Measurement.human(size));
+                    long iters = warmupIterations(mode, iterations(stack, mode, size));
+                    long start = System.nanoTime(), quietSince = start;
+                    long compiled = watch ? jit.getTotalCompilationTime() : 0;
+                    long now;
+                    do {
+                        pass(apiKind, ucx, ep, nio, stack, mode, size, iters);
+                        now = System.nanoTime();
+                        long c = watch ? jit.getTotalCompilationTime() : 0;
+                        if (c != compiled) {
+                            compiled = c;
+                            quietSince = now;
+                        }
+                    } while (now - start < SETTLE_MAX_NANOS
+                            && (now - start < WARMUP_NANOS || (watch && now - quietSince < QUIET_NANOS)));
+                    warmed.add(stack + mode + size);
+                    if (size == largest) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    private static final long QUIET_NANOS = TimeUnit.MILLISECONDS.toNanos(150);
+    private static final long SETTLE_MAX_NANOS = TimeUnit.SECONDS.toNanos(2);
 
     /**
      * A Java stack's warm-up: the first time a stack meets a mode and size it repeats for at least
