@@ -33,13 +33,23 @@ final class SendRecvBench implements Callable<Integer> {
     @Option(names = "--port", defaultValue = "0", description = "server port (0 = ephemeral)")
     int port;
 
-    @Option(names = "--size", defaultValue = "8", description = "message size in bytes")
+    @Option(names = "--size", defaultValue = "8", converter = SizeConverter.class,
+            description = "message size in bytes (k and m suffixes: 64k, 4m)")
     long size;
+
+    /** {@code --size 4m}, as {@code bench sweep --sizes} takes it. */
+    static final class SizeConverter implements picocli.CommandLine.ITypeConverter<Long> {
+        @Override
+        public Long convert(String value) {
+            return value.trim().equals("0") ? 0L : Measurement.parseSize(value);
+        }
+    }
 
     @Option(names = "--iters", defaultValue = "100000", description = "measured iterations")
     int iters;
 
-    @Option(names = "--warmup", defaultValue = "10000", description = "warm-up iterations")
+    @Option(names = "--warmup", defaultValue = "10000", description = "warm-up iterations per pass; passes repeat "
+            + "until the JIT goes quiet, at most 2 s (0: no warm-up)")
     int warmup;
 
     @Option(names = "--mode", defaultValue = "latency", description = "latency or bandwidth")
@@ -152,15 +162,19 @@ final class SendRecvBench implements Callable<Integer> {
     private Result runClient(String host, int serverPort) throws Exception {
         try (Ucx ucx = Ucx.open(options().withName("bench-client"));
                 Endpoint ep = ucx.connect(host, serverPort, Duration.ofSeconds(10))) {
-            Measurement m;
-            if ("latency".equals(mode)) {
-                m = UcxRuns.latency(UcxRuns.Api.parse(api), ep, size, iters, warmup);
-            } else {
-                if (warmup > 0) {
-                    UcxRuns.stream(UcxRuns.Api.parse(api), ucx, ep, mode, size, warmup, window);
-                }
-                m = UcxRuns.stream(UcxRuns.Api.parse(api), ucx, ep, mode, size, iters, window);
+            UcxRuns.Api a = UcxRuns.Api.parse(api);
+            boolean latency = "latency".equals(mode);
+            if (warmup > 0) { // --warmup iterations per pass, repeated until this JVM's JIT goes quiet (<= 2 s)
+                JitWarmup.run(() -> {
+                    if (latency) {
+                        UcxRuns.latency(a, ep, size, warmup, 0);
+                    } else {
+                        UcxRuns.stream(a, ucx, ep, mode, size, warmup, window);
+                    }
+                }, 0, JitWarmup.MAX_NANOS);
             }
+            Measurement m = latency ? UcxRuns.latency(a, ep, size, iters, 0)
+                    : UcxRuns.stream(a, ucx, ep, mode, size, iters, window);
             String lanes = lanes(ep);
             UcxRuns.quit(ep);
             return new Result(m, lanes);

@@ -4,8 +4,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.lang.management.CompilationMXBean;
-import java.lang.management.ManagementFactory;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
@@ -233,17 +231,10 @@ final class SweepBench implements Callable<Integer> {
 
     /**
      * Before the first measurement, each Java stack runs every mode at its smallest and largest size until the
-     * JIT has gone quiet ({@link CompilationMXBean}: no compilation finished for {@link #QUIET_NANOS}), for at least
-     * {@link #WARMUP_NANOS} and at most {@link #SETTLE_MAX_NANOS} each. With two busy processes on two cores the
-     * compiler threads get little CPU: a fixed 200 ms warm-up left the hot paths (and the timed loop itself) still
-     * interpreted or in C1 code when the first size was measured, which then ran 10-30 % slow (8 B ping-pong
-     * 0.29-0.31 us where later rounds gave 0.25 us; the first bandwidth point at half the rate of later ones).
-     * The server process runs the same traffic, so its JIT settles alongside.
+     * JIT has gone quiet ({@link JitWarmup}), for at least {@link #WARMUP_NANOS} and at most 2 s each.
      */
     private void settleJit(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, List<String> active,
             long[] sz) throws Exception {
-        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
-        boolean watch = jit != null && jit.isCompilationTimeMonitoringSupported();
         for (String stack : active) {
             if (stack.equals("perftest")) {
                 continue;
@@ -260,19 +251,8 @@ final class SweepBench implements Callable<Integer> {
                     System.err.printf(Locale.ROOT, "\r[warm-up] %-8s %-9s %-8s         ", stack, mode,
                             Measurement.human(size));
                     long iters = warmupIterations(mode, iterations(stack, mode, size));
-                    long start = System.nanoTime(), quietSince = start;
-                    long compiled = watch ? jit.getTotalCompilationTime() : 0;
-                    long now;
-                    do {
-                        pass(apiKind, ucx, ep, nio, stack, mode, size, iters);
-                        now = System.nanoTime();
-                        long c = watch ? jit.getTotalCompilationTime() : 0;
-                        if (c != compiled) {
-                            compiled = c;
-                            quietSince = now;
-                        }
-                    } while (now - start < SETTLE_MAX_NANOS
-                            && (now - start < WARMUP_NANOS || (watch && now - quietSince < QUIET_NANOS)));
+                    JitWarmup.run(() -> pass(apiKind, ucx, ep, nio, stack, mode, size, iters), WARMUP_NANOS,
+                            JitWarmup.MAX_NANOS);
                     warmed.add(stack + mode + size);
                     if (size == largest) {
                         break;
@@ -282,15 +262,12 @@ final class SweepBench implements Callable<Integer> {
         }
     }
 
-    private static final long QUIET_NANOS = TimeUnit.MILLISECONDS.toNanos(150);
-    private static final long SETTLE_MAX_NANOS = TimeUnit.SECONDS.toNanos(2);
-
     /**
      * A Java stack's warm-up: the first time a stack meets a mode and size it repeats for at least
      * {@link #WARMUP_NANOS} (with two busy processes on two cores the JIT's compiler threads get little CPU, and a
      * fixed count measured the interpreter at the first sizes); later rounds run one pass.
      */
-    private void warmUp(String what, Pass pass) throws Exception {
+    private void warmUp(String what, JitWarmup.Pass pass) throws Exception {
         boolean first = warmed.add(what);
         long t0 = System.nanoTime();
         do {
@@ -299,10 +276,6 @@ final class SweepBench implements Callable<Integer> {
     }
 
     private final java.util.Set<String> warmed = new java.util.HashSet<>();
-
-    interface Pass {
-        void run() throws Exception;
-    }
 
     private static final long WARMUP_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
 
