@@ -460,6 +460,40 @@ public final class Ucx implements AutoCloseable {
         engine.fence();
     }
 
+    // ---------------------------------------------------------------- shared-memory health
+
+    /**
+     * Checks that this worker still receives over shared memory. UCX's shared-memory transports give each worker one
+     * receive FIFO that all same-host peers write into; a peer killed in the middle of writing a message leaves a
+     * slot that is never filled, and since UCX reads the FIFO in order, no shared-memory message from any peer is
+     * received after it (UCX has no recovery). ucx4j runs this check by itself whenever a same-host or raw peer dies;
+     * when it fails, every endpoint with a shared-memory lane fails with a {@link ConnectionResetException}
+     * ({@code UCS_ERR_IO_ERROR}) instead of waiting forever, same-host connections are refused from then on, and
+     * {@link #sharedMemoryFailure()} says so: reopen the {@code Ucx} (a new worker has a new FIFO).
+     *
+     * @return a future of true if a message sent through this worker's own FIFO arrived, false if it did not within
+     *     about 2 s of progress (the FIFO is wedged)
+     */
+    public CompletableFuture<Boolean> checkSharedMemoryAsync() {
+        checkOpen();
+        return engine.checkSharedMemory();
+    }
+
+    /** {@link #checkSharedMemoryAsync()}, waiting at most {@code timeout}. */
+    public boolean checkSharedMemory(Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        checkOpen();
+        return engine.awaitFuture(engine.checkSharedMemory(), t, "shared-memory check");
+    }
+
+    /**
+     * Why same-host peers can no longer reach this worker, once a {@linkplain #checkSharedMemory shared-memory check}
+     * found its FIFO wedged; empty while it is healthy.
+     */
+    public java.util.Optional<UcxException> sharedMemoryFailure() {
+        return java.util.Optional.ofNullable(engine.sharedMemoryFailure());
+    }
+
     // ---------------------------------------------------------------- active messages from raw peers
 
     /**

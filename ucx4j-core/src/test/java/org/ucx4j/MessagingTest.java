@@ -85,11 +85,16 @@ class MessagingTest {
 
     /** Builds the plain C UCX peer ({@code raw_peer.c}) with gcc against the installed headers. */
     private static Path buildCPeer(Path dir) throws Exception {
-        Path src = dir.resolve("raw_peer.c");
-        try (var in = MessagingTest.class.getResourceAsStream("/native/raw_peer.c")) {
+        return buildC(dir, "raw_peer");
+    }
+
+    /** Builds {@code /native/<name>.c} (a plain C UCX program) with gcc against the installed headers. */
+    static Path buildC(Path dir, String name) throws Exception {
+        Path src = dir.resolve(name + ".c");
+        try (var in = MessagingTest.class.getResourceAsStream("/native/" + name + ".c")) {
             Files.write(src, in.readAllBytes());
         }
-        Path exe = dir.resolve("raw_peer");
+        Path exe = dir.resolve(name);
         Process cc = new ProcessBuilder("gcc", "-o", exe.toString(), src.toString(), "-lucp", "-lucs")
                 .redirectErrorStream(true).start();
         String ccOut = new String(cc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);

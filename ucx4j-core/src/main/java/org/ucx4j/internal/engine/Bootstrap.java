@@ -126,7 +126,7 @@ public final class Bootstrap {
     private static void open(Engine engine, EndpointCore c, Socket s, long deadline) throws Exception {
         s.setSoTimeout(Math.max(1, millis(deadline - System.nanoTime())));
         Handshake.Peer p = Handshake.run(s, c.client, c.localConnId, engine.workerAddress(), engine.secret,
-                engine.shmSettings, engine.peerErrorHandling, c.peer);
+                engine.shmSettings, engine.peerErrorHandling, engine.sharedMemoryFailure() != null, c.peer);
         s.setSoTimeout(0);
         c.peerConnId = p.connId();
         c.peerPid = p.pid();

@@ -1064,6 +1064,9 @@ public final class Engine {
         } finally {
             inProgress = false;
         }
+        if (canarySentAt != 0) {
+            pollCanary();
+        }
         Runnable r;
         while ((r = deferred.poll()) != null) {
             r.run();
@@ -1109,7 +1112,7 @@ public final class Engine {
             int st = Ucp.workerArm(worker);
             if (st == Status.OK) {
                 // a caller-mode wait with a deadline must wake to cancel: keep the nap short there
-                Ucp.poll(pollfd.address(), waitingFor != null ? 10 : SLEEP_MS);
+                Ucp.poll(pollfd.address(), waitingFor != null || canarySentAt != 0 ? 10 : SLEEP_MS);
             }
         } finally {
             sleeping = false;
@@ -1576,7 +1579,13 @@ public final class Engine {
             EndpointCore c = e.eps[(int) arg];
             if (c != null && c.handle == ep) {
                 int st = Ucp.status(status);
-                e.deferred.add(() -> e.failEndpoint(c, st, "UCX reported an endpoint error"));
+                e.deferred.add(() -> {
+                    boolean open = c.state == EndpointCore.OPEN;
+                    e.failEndpoint(c, st, "UCX reported an endpoint error");
+                    if (open) { // the peer died (not a close already under way)
+                        e.suspectSharedMemory(c);
+                    }
+                });
             }
         } catch (Throwable t) {
             LOG.error("ucx4j endpoint error callback failed", t);
@@ -2053,6 +2062,9 @@ public final class Engine {
             }
             failEndpoint(c, Status.ERR_CONNECTION_RESET,
                     bye ? "the peer closed the endpoint" : "the peer went away (control connection lost)");
+            if (!bye) {
+                suspectSharedMemory(c);
+            }
         });
     }
 
@@ -2247,6 +2259,180 @@ public final class Engine {
         @SuppressWarnings("unchecked")
         T t = (T) box[0];
         return t;
+    }
+
+    // ============================================================== shared-memory self-check (owner thread)
+
+    /*
+     * UCX's shared-memory transports (uct_mm: posix, sysv, xpmem) give each worker one receive FIFO that every
+     * same-host peer writes into: a sender claims a slot (moves the FIFO head), copies the message in, then marks the
+     * slot written. A peer killed between claim and mark leaves a slot that is never written, and the receiver reads
+     * its FIFO strictly in order: from then on no shared-memory message from any peer is ever received (the senders'
+     * eager sends complete, their receives here never do). UCX has no recovery for it (seen with UCX 1.13.1 in
+     * roughly every second kill of a peer flooding 30 KB messages). The check: a second, private worker of this
+     * context sends a small tagged message (connection id 0, which no endpoint has) to this worker over the same
+     * transports a ucx4j peer uses; if it is not received within CANARY_NANOS while the worker progresses, the FIFO
+     * is wedged, and every endpoint with a shared-memory lane fails instead of waiting forever.
+     */
+    private static final long CANARY_TAG = EndpointCore.PRIVATE_BIT;
+    private static final long CANARY_NANOS = TimeUnit.SECONDS.toNanos(2);
+    private static final int CANARY_MIN_TURNS = 50;
+    private static final java.util.regex.Pattern SHM_LANE = java.util.regex.Pattern.compile(
+            "\\d+:(posix|sysv|xpmem)/");
+    private long canaryWorker, canaryEp, canarySend;
+    /** When the canary in flight was sent (nanoTime), 0 when none is. */
+    private long canarySentAt;
+    private int canaryTurns;
+    private final ArrayDeque<SafeFuture<Boolean>> canaryWaiters = new ArrayDeque<>();
+    private volatile UcxException shmWedged;
+
+    /** Why same-host peers cannot reach this worker any more (its shared-memory FIFO is wedged), or null. */
+    public UcxException sharedMemoryFailure() {
+        return shmWedged;
+    }
+
+    /**
+     * Checks that this worker still receives over shared memory: true if a message sent through its own
+     * shared-memory FIFO arrives, false if it does not within 2 s of progress (the FIFO is wedged: endpoints with a
+     * shared-memory lane have failed).
+     */
+    public SafeFuture<Boolean> checkSharedMemory() {
+        SafeFuture<Boolean> f = new SafeFuture<>(executor);
+        executeFor(f, () -> {
+            if (shmWedged != null) {
+                f.complete(false);
+                return;
+            }
+            canaryWaiters.add(f);
+            startCanary();
+        });
+        return f;
+    }
+
+    /** A peer that may have written into this worker's FIFO died: check the FIFO (owner thread). */
+    private void suspectSharedMemory(EndpointCore c) {
+        if (shmWedged == null && !stopRequested && (c.raw || Handshake.isLocal(c.peerHost))) {
+            LOG.debug("ucx4j: same-host peer {} died; checking this worker's shared-memory FIFO", c.peer);
+            startCanary();
+        }
+    }
+
+    private void startCanary() {
+        if (canarySentAt != 0) {
+            return; // one in flight answers every waiter
+        }
+        try {
+            if (canaryWorker == 0) {
+                createCanary();
+            }
+            setParam(0, 0, 0, 0);
+            long r = Ucp.tagSendNbx(canaryEp, scratch.address() + 128, 8, CANARY_TAG, reqParam.address());
+            if (Status.isError(r)) {
+                throw UcxException.of((int) r, "shared-memory check: send");
+            }
+            canarySend = r;
+            canarySentAt = System.nanoTime();
+            canaryTurns = 0;
+        } catch (RuntimeException e) {
+            LOG.warn("ucx4j: could not check the shared-memory FIFO of {}: {}", name, e.toString());
+            SafeFuture<Boolean> w;
+            while ((w = canaryWaiters.poll()) != null) {
+                w.completeExceptionally(e);
+            }
+        }
+    }
+
+    private void createCanary() {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment out = a.allocate(JAVA_LONG);
+            MemorySegment wp = a.allocate(UCP_WORKER_PARAMS);
+            wp.set(JAVA_LONG, WP_FIELD_MASK, UCP_WORKER_PARAM_FIELD_THREAD_MODE);
+            wp.set(JAVA_INT, WP_THREAD_MODE, UCS_THREAD_MODE_SINGLE);
+            check(Ucp.workerCreate(context, wp.address(), out.address()), "shared-memory check: ucp_worker_create");
+            canaryWorker = out.get(JAVA_LONG, 0);
+            MemorySegment addr = a.allocateFrom(JAVA_BYTE, workerAddress);
+            MemorySegment ep = a.allocate(UCP_EP_PARAMS);
+            ep.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE);
+            ep.set(JAVA_LONG, EP_ADDRESS, addr.address());
+            // the error mode of ucx4j's own endpoints, so UCX picks the transports their peers use
+            ep.set(JAVA_INT, EP_ERR_MODE, peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
+            check(Ucp.epCreate(canaryWorker, ep.address(), out.address()), "shared-memory check: ucp_ep_create");
+            canaryEp = out.get(JAVA_LONG, 0);
+        }
+    }
+
+    /** After each progress call while the canary is out: arrived, or overdue (owner thread). */
+    private void pollCanary() {
+        Ucp.workerProgress(canaryWorker);
+        if (canarySend != 0 && Ucp.requestCheckStatus(canarySend) != Status.INPROGRESS) {
+            Ucp.requestFree(canarySend);
+            canarySend = 0;
+        }
+        long msg = Ucp.tagProbeNb(worker, CANARY_TAG, -1L, true, scratch.address());
+        boolean arrived = msg != 0;
+        if (arrived) {
+            setParam(0, 0, 0, 0);
+            long r = Ucp.tagMsgRecvNbx(worker, scratch.address() + 136, 8, msg, reqParam.address());
+            if (r != 0 && !Status.isError(r)) {
+                Ucp.requestFree(r); // an 8-byte eager message is received at once; never left behind anyway
+            }
+        } else if (++canaryTurns < CANARY_MIN_TURNS || System.nanoTime() - canarySentAt < CANARY_NANOS) {
+            return;
+        }
+        canarySentAt = 0;
+        if (!arrived) {
+            sharedMemoryWedged();
+        }
+        SafeFuture<Boolean> w;
+        while ((w = canaryWaiters.poll()) != null) {
+            w.complete(arrived);
+        }
+    }
+
+    /** The FIFO is wedged: fail every endpoint with a shared-memory lane, refuse same-host peers from now on. */
+    private void sharedMemoryWedged() {
+        UcxException e = UcxException.of(Status.ERR_IO_ERROR, "this worker's shared-memory receive FIFO is wedged: "
+                + "a same-host peer was killed while writing a message into it, and UCX reads the FIFO in order, so "
+                + "no shared-memory message from any peer can be received any more (a UCX limitation); reopen the "
+                + "Ucx");
+        shmWedged = e;
+        LOG.error("ucx4j: worker {}: {}", name, e.getMessage());
+        for (EndpointCore c : eps) {
+            if (c != null && c.state == EndpointCore.OPEN && c.handle != 0
+                    && SHM_LANE.matcher(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).find()) {
+                c.failure = e;
+                abortOnOwner(c, e);
+            }
+        }
+    }
+
+    /** Closes the canary's endpoint and worker (owner thread, worker shutting down). */
+    private void destroyCanary() {
+        if (canaryWorker == 0) {
+            return;
+        }
+        if (canarySend != 0) {
+            Ucp.requestCancel(canaryWorker, canarySend);
+            Ucp.requestFree(canarySend);
+            canarySend = 0;
+        }
+        setParam(UCP_OP_ATTR_FIELD_FLAGS, 0, 0, UCP_EP_CLOSE_FLAG_FORCE);
+        long r = Ucp.epCloseNbx(canaryEp, reqParam.address());
+        if (r != 0 && !Status.isError(r)) {
+            for (int i = 0; i < 10_000 && Ucp.requestCheckStatus(r) == Status.INPROGRESS; i++) {
+                Ucp.workerProgress(canaryWorker);
+            }
+            Ucp.requestFree(r);
+        }
+        Ucp.workerDestroy(canaryWorker);
+        canaryWorker = 0;
+        canaryEp = 0;
+        canarySentAt = 0;
+        UcxException closed = closedError("shared-memory check");
+        SafeFuture<Boolean> w;
+        while ((w = canaryWaiters.poll()) != null) {
+            w.completeExceptionally(closed);
+        }
     }
 
     // ============================================================== memory registration and remote keys
@@ -2494,6 +2680,7 @@ public final class Engine {
                 Ucp.rkeyDestroy(rkey);
             }
             rkeys.clear();
+            destroyCanary();
             Ucp.workerDestroy(worker);
             for (long p : stagings) { // UCX can no longer touch the stuck ops' memory
                 Ucp.free(p);

@@ -36,6 +36,8 @@ final class Handshake {
     static final int FLAG_SECRET = 1;
     /** The sender's endpoints use no UCX peer error handling (older peers never set it: they always do). */
     static final int FLAG_NO_PEER_ERRORS = 2;
+    /** The sender's shared-memory receive FIFO is wedged ({@link Engine#checkSharedMemory}): same-host peers fail. */
+    static final int FLAG_SHM_WEDGED = 4;
     static final int MAX_ADDRESS = 1 << 20;
     static final int NONCE = 16;
     static final byte OK = 1, REJECT = 2, BYE = 0x42;
@@ -54,14 +56,15 @@ final class Handshake {
      * @throws IOException when the socket fails or times out
      */
     static Peer run(Socket s, boolean client, int connId, byte[] ourAddress, byte[] secret, String shmSettings,
-            boolean peerErrors, String peerName) throws IOException {
+            boolean peerErrors, boolean shmWedged, String peerName) throws IOException {
         DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream(), 512));
         DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 512));
         byte[] ourNonce = new byte[NONCE];
         RANDOM.nextBytes(ourNonce);
         out.writeInt(MAGIC);
         out.writeShort(VERSION);
-        out.writeShort((secret != null ? FLAG_SECRET : 0) | (peerErrors ? 0 : FLAG_NO_PEER_ERRORS));
+        out.writeShort((secret != null ? FLAG_SECRET : 0) | (peerErrors ? 0 : FLAG_NO_PEER_ERRORS)
+                | (shmWedged ? FLAG_SHM_WEDGED : 0));
         out.writeInt(connId);
         out.writeLong(ProcessHandle.current().pid());
         out.writeUTF(LOCAL_HOST);
@@ -88,6 +91,11 @@ final class Handshake {
             throw new EOFException("handshake cut short");
         }
 
+        if (host.equals(LOCAL_HOST) && (shmWedged || (flags & FLAG_SHM_WEDGED) != 0)) {
+            throw fail(peerName, (shmWedged ? "this" : "the peer's") + " process's shared-memory receive FIFO is "
+                    + "wedged (a same-host peer was killed while writing into it), so same-host connections to it "
+                    + "cannot receive; that process must reopen its Ucx", Status.ERR_UNREACHABLE);
+        }
         if (host.equals(LOCAL_HOST) && !peerShm.equals(shmSettings)) {
             throw fail(peerName, "shared-memory settings differ (ours: " + shmSettings + "; the peer's: " + peerShm
                     + "); UCX needs them equal in every process on one host", Status.ERR_UNSUPPORTED);
@@ -153,6 +161,11 @@ final class Handshake {
     private static UcxException fail(String peer, String why, int status) {
         return new UcxException("handshake with " + peer + " failed: " + why + " (" + Status.name(status) + ")",
                 status);
+    }
+
+    /** True if {@code host} (as a peer's handshake names it) is this machine. */
+    static boolean isLocal(String host) {
+        return LOCAL_HOST.equals(host);
     }
 
     private static String localHost() {
