@@ -203,17 +203,14 @@ public final class Engine {
             } finally {
                 Ucp.configRelease(config);
             }
-            MemorySegment wp = a.allocate(UCP_WORKER_PARAMS);
-            wp.set(JAVA_LONG, WP_FIELD_MASK, UCP_WORKER_PARAM_FIELD_THREAD_MODE);
-            wp.set(JAVA_INT, WP_THREAD_MODE, UCS_THREAD_MODE_SINGLE);
-            int st = Ucp.workerCreate(ctx, wp.address(), out.address());
-            if (st != Status.OK) {
+            try {
+                wrk = createWorker(ctx, "ucp_worker_create");
+            } catch (UcxException e) {
                 Ucp.cleanup(ctx);
-                throw UcxException.of(st, "ucp_worker_create");
+                throw e;
             }
-            wrk = out.get(JAVA_LONG, 0);
             MemorySegment fd = a.allocate(JAVA_INT);
-            st = Ucp.workerGetEfd(wrk, fd.address());
+            int st = Ucp.workerGetEfd(wrk, fd.address());
             if (st != Status.OK) {
                 Ucp.workerDestroy(wrk);
                 Ucp.cleanup(ctx);
@@ -247,6 +244,18 @@ public final class Engine {
             Thread t = Thread.ofPlatform().daemon().name("ucx4j-progress-" + name).unstarted(this::runLoop);
             owner = t;
             t.start();
+        }
+    }
+
+    /** A worker of {@code ctx} that one thread owns ({@code UCS_THREAD_MODE_SINGLE}). */
+    private static long createWorker(long ctx, String what) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment out = a.allocate(JAVA_LONG);
+            MemorySegment wp = a.allocate(UCP_WORKER_PARAMS);
+            wp.set(JAVA_LONG, WP_FIELD_MASK, UCP_WORKER_PARAM_FIELD_THREAD_MODE);
+            wp.set(JAVA_INT, WP_THREAD_MODE, UCS_THREAD_MODE_SINGLE);
+            check(Ucp.workerCreate(ctx, wp.address(), out.address()), what);
+            return out.get(JAVA_LONG, 0);
         }
     }
 
@@ -2345,11 +2354,7 @@ public final class Engine {
     private void createCanary() {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
-            MemorySegment wp = a.allocate(UCP_WORKER_PARAMS);
-            wp.set(JAVA_LONG, WP_FIELD_MASK, UCP_WORKER_PARAM_FIELD_THREAD_MODE);
-            wp.set(JAVA_INT, WP_THREAD_MODE, UCS_THREAD_MODE_SINGLE);
-            check(Ucp.workerCreate(context, wp.address(), out.address()), "shared-memory check: ucp_worker_create");
-            canaryWorker = out.get(JAVA_LONG, 0);
+            canaryWorker = createWorker(context, "shared-memory check: ucp_worker_create");
             MemorySegment addr = a.allocateFrom(JAVA_BYTE, workerAddress);
             MemorySegment ep = a.allocate(UCP_EP_PARAMS);
             ep.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE);
