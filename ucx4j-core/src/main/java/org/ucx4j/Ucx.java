@@ -494,6 +494,18 @@ public final class Ucx implements AutoCloseable {
         return java.util.Optional.ofNullable(engine.sharedMemoryFailure());
     }
 
+    /**
+     * Runs {@code action} once with the {@link #sharedMemoryFailure()} when a shared-memory check (run by ucx4j
+     * itself after a same-host peer died, or asked for) finds this worker's FIFO wedged; at once if it already was.
+     * It runs on the callback executor, never on the progress thread, so it may block, e.g. to open a replacement
+     * {@code Ucx} and tell peers its new address. Never runs if the FIFO stays healthy or this {@code Ucx} closes first.
+     */
+    public void onSharedMemoryFailure(java.util.function.Consumer<? super UcxException> action) {
+        java.util.Objects.requireNonNull(action, "action");
+        checkOpen();
+        engine.onSharedMemoryFailure(action);
+    }
+
     // ---------------------------------------------------------------- active messages from raw peers
 
     /**

@@ -44,6 +44,12 @@ class SharedMemoryWedgeTest {
             Assumptions.assumeTrue(ab.info().contains("posix"), "shared memory is not in use: " + ab.info());
             assertTrue(a.checkSharedMemory(T), "a healthy worker passes the check");
             assertTrue(a.sharedMemoryFailure().isEmpty());
+            CompletableFuture<UcxException> told = new CompletableFuture<>();
+            CompletableFuture<Thread> toldOn = new CompletableFuture<>();
+            a.onSharedMemoryFailure(e -> {
+                toldOn.complete(Thread.currentThread());
+                told.complete(e);
+            });
             Thread drainer = Thread.ofVirtual().start(() -> { // takes the flood, so it never backs up
                 MemorySegment buf = arena.allocate(64 << 10);
                 while (!a.isClosed()) {
@@ -93,6 +99,12 @@ class SharedMemoryWedgeTest {
                             && e.getCause().getMessage().contains("UCS_ERR_IO_ERROR"), e.getCause().getMessage());
                     assertTrue(ms < 9000, "failed " + ms + " ms after the kill");
                     assertTrue(a.sharedMemoryFailure().isPresent());
+                    // the failure callback ran once, off the progress thread, with the same failure
+                    assertTrue(told.get(5, TimeUnit.SECONDS) == a.sharedMemoryFailure().get());
+                    assertTrue(toldOn.get().isVirtual(), "callback ran on " + toldOn.get());
+                    CompletableFuture<UcxException> late2 = new CompletableFuture<>();
+                    a.onSharedMemoryFailure(late2::complete); // registered after the fact: runs at once
+                    assertTrue(late2.get(5, TimeUnit.SECONDS) == told.get());
                     assertFalse(a.checkSharedMemory(T));
                     assertFalse(ab.isAlive());
                     UcxException late = assertThrows(UcxException.class, () -> ab.recv(msg, 1, T));
@@ -109,6 +121,20 @@ class SharedMemoryWedgeTest {
                 }
             }
             drainer.interrupt();
+        }
+    }
+
+    @Test
+    void aHealthyWorkerNeverCallsTheFailureCallback() throws Exception {
+        try (Ucx a = Ucx.open()) {
+            CompletableFuture<UcxException> told = new CompletableFuture<>();
+            a.onSharedMemoryFailure(told::complete);
+            assertTrue(a.checkSharedMemory(T));
+            Thread.sleep(200);
+            assertFalse(told.isDone());
+            assertThrows(NullPointerException.class, () -> a.onSharedMemoryFailure(null));
+            a.close();
+            assertThrows(EndpointClosedException.class, () -> a.onSharedMemoryFailure(e -> { }));
         }
     }
 }

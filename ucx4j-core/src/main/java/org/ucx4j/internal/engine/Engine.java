@@ -2295,9 +2295,21 @@ public final class Engine {
     private final ArrayDeque<SafeFuture<Boolean>> canaryWaiters = new ArrayDeque<>();
     private volatile UcxException shmWedged;
 
+    /** Completed (on the owner thread) with {@link #shmWedged} when the self-check finds the FIFO wedged. */
+    private final java.util.concurrent.CompletableFuture<UcxException> shmFailed =
+            new java.util.concurrent.CompletableFuture<>();
+
     /** Why same-host peers cannot reach this worker any more (its shared-memory FIFO is wedged), or null. */
     public UcxException sharedMemoryFailure() {
         return shmWedged;
+    }
+
+    /** Runs {@code action} once, on the callback executor, when (or if already) the FIFO is found wedged. */
+    public void onSharedMemoryFailure(Consumer<? super UcxException> action) {
+        shmFailed.thenAcceptAsync(action, executor).exceptionally(t -> {
+            LOG.warn("ucx4j: worker {}: shared-memory failure callback threw", name, t);
+            return null;
+        });
     }
 
     /**
@@ -2402,6 +2414,7 @@ public final class Engine {
                 + "Ucx");
         shmWedged = e;
         LOG.error("ucx4j: worker {}: {}", name, e.getMessage());
+        shmFailed.complete(e); // callbacks are handed to the executor: no user code on this thread
         for (EndpointCore c : eps) {
             if (c != null && c.state == EndpointCore.OPEN && c.handle != 0
                     && SHM_LANE.matcher(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).find()) {
