@@ -64,6 +64,16 @@ final class BlockServer implements ConnectionHandler {
         this.onClientClosed = sink;
     }
 
+    /**
+     * Tells every connected reducer to send new requests elsewhere (this server is being replaced); requests already
+     * made are still answered.
+     */
+    void goAway() {
+        for (Endpoint ep : clients) {
+            ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.GOAWAY, 0, 0)), EMPTY).exceptionally(t -> 0L);
+        }
+    }
+
     @Override
     public void onConnection(Endpoint ep) {
         clients.add(ep);

@@ -38,19 +38,22 @@ final class PeerConnection {
     private final UcxDriverEndpoint.Address peer;
     private final Endpoint ep;
     private final long timeoutNanos;
-    private final Consumer<PeerConnection> onFailure;
+    /** Told when this connection must take no new requests: it failed, or its server is being replaced. */
+    private final Consumer<PeerConnection> onUnusable;
     private final TransportConf transportConf;
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
     private volatile Throwable failure;
     private volatile boolean closing;
+    /** Takes no new requests; closes once the ones in flight are answered. */
+    private volatile boolean retiring;
 
     PeerConnection(UcxDriverEndpoint.Address peer, Endpoint ep, Duration timeout, TransportConf transportConf,
-            Consumer<PeerConnection> onFailure) {
+            Consumer<PeerConnection> onUnusable) {
         this.peer = peer;
         this.transportConf = transportConf;
         this.ep = ep;
         this.timeoutNanos = timeout.toNanos();
-        this.onFailure = onFailure;
+        this.onUnusable = onUnusable;
         Thread.ofVirtual().name("ucx4j-shuffle-recv-" + peer.executorId()).start(this::receiveLoop);
     }
 
@@ -63,7 +66,27 @@ final class PeerConnection {
     }
 
     boolean isUsable() {
-        return failure == null && ep.isAlive();
+        return failure == null && !retiring && ep.isAlive();
+    }
+
+    /**
+     * No new requests from now on (the server asked, or this side's UCX instance is being replaced): the owner
+     * forgets this connection, and it closes gracefully once every request in flight is answered or failed.
+     */
+    void retire() {
+        if (retiring) {
+            return;
+        }
+        retiring = true;
+        onUnusable.accept(this);
+        closeIfRetiredAndIdle();
+    }
+
+    private void closeIfRetiredAndIdle() {
+        if (retiring && !closing && pending.isEmpty()) {
+            closing = true;
+            ep.closeAsync();
+        }
     }
 
     /**
@@ -104,6 +127,7 @@ final class PeerConnection {
                 if (m != null) {
                     deliver(m);
                 }
+                closeIfRetiredAndIdle();
                 // every tick, busy or not: answers to other requests must not hide one that stalled
                 long now = System.nanoTime();
                 if (now - nextCheck >= 0) {
@@ -116,11 +140,13 @@ final class PeerConnection {
             if (!closing) {
                 LOG.warn("ucx4j shuffle: connection to {} failed: {}", describe(), t.toString());
             }
-            onFailure.accept(this);
+            onUnusable.accept(this);
             for (Long id : pending.keySet()) {
                 fail(id, t);
             }
-            ep.abort();
+            if (!closing) {
+                ep.abort(); // (a retired connection closes gracefully: its server sees a goodbye, not a death)
+            }
         }
     }
 
@@ -131,6 +157,12 @@ final class PeerConnection {
         } catch (RuntimeException e) {
             m.close();
             throw new IOException("ucx4j shuffle: malformed answer from " + describe(), e);
+        }
+        if (h.kind() == Wire.GOAWAY) {
+            m.close();
+            LOG.info("ucx4j shuffle: {} is replacing its server; new requests go to its new address", describe());
+            retire();
+            return;
         }
         Pending p = pending.get(h.requestId());
         if (p == null || h.index() < 0 || h.index() >= p.blockIds.length) {

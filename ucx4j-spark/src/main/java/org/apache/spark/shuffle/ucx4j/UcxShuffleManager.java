@@ -121,6 +121,12 @@ public final class UcxShuffleManager extends SortShuffleManager {
         return t == null ? null : t.address().host() + ":" + t.address().port();
     }
 
+    /** This JVM's ucx4j transport, or null where it has not started (tests). */
+    static UcxShuffleTransport localTransport() {
+        UcxShuffleManager m = current;
+        return m == null ? null : m.transport;
+    }
+
     /** Every executor's {@link #localTraffic()}, gathered from the driver with one short job. */
     public static List<PeerTraffic> clusterTraffic(org.apache.spark.SparkContext sc) {
         return ExecutorProbe.onEach(sc, UcxShuffleManager::localTraffic);

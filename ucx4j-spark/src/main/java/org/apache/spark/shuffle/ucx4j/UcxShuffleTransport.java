@@ -4,6 +4,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -28,15 +29,22 @@ import scala.reflect.ClassTag$;
  * One executor's side of the ucx4j shuffle: a {@link Ucx} instance, the {@link BlockServer} listening for
  * reducers (its address registered with the driver), and the reducer-side connections to other executors, one per
  * peer, made on first use and dropped when they fail.
+ *
+ * <p>When ucx4j finds this worker's shared-memory FIFO wedged ({@link Ucx#onSharedMemoryFailure}: a same-host peer
+ * killed while writing into it; UCX cannot recover), the transport replaces its {@code Ucx}: a new instance with a
+ * new block server, registered with the driver, takes every new connection; the old one stops listening, tells its
+ * remaining reducers to go elsewhere ({@link Wire#GOAWAY}), lets requests in flight finish, and closes once its
+ * connections are gone (at the latest after {@code spark.network.timeout}). Reducers that find a peer's cached
+ * address dead ask the driver again, so they follow a peer that did the same.
  */
 final class UcxShuffleTransport implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(UcxShuffleTransport.class);
 
     private final UcxShuffleConf conf;
     private final String executorId;
-    private final Ucx ucx;
-    private final BlockServer server;
-    private final Listener listener;
+    private final String host;
+    private final ShuffleBlockResolver resolver;
+    private final UcxOptions options;
     private final RpcEndpointRef driver;
     private final Map<String, UcxDriverEndpoint.Address> addresses = new ConcurrentHashMap<>();
     private final Map<String, CompletableFuture<PeerConnection>> peers = new ConcurrentHashMap<>();
@@ -47,38 +55,126 @@ final class UcxShuffleTransport implements AutoCloseable {
     static final int MAX_RETIRED = 256;
     private final UcxBlockClient client;
     private final TransportConf transportConf;
+    /** The instance new connections use. */
+    private volatile Generation current;
+    /** Every instance not closed yet: the current one, and replaced ones whose connections are draining. */
+    private final Set<Generation> live = ConcurrentHashMap.newKeySet();
+    private boolean closed; // guarded by this
+
+    /** One {@link Ucx} instance with its block server and the connections made from it. */
+    private record Generation(int number, Ucx ucx, BlockServer server, Listener listener,
+            UcxDriverEndpoint.Address address, Set<PeerConnection> connections) {
+    }
 
     UcxShuffleTransport(UcxShuffleConf conf, SparkEnv env, ShuffleBlockResolver resolver) {
         this.conf = conf;
         this.executorId = env.executorId();
+        this.host = env.blockManager().blockManagerId().host();
+        this.resolver = resolver;
         this.transportConf = SparkTransportConf.fromSparkConf(env.conf(), "shuffle", 0, Option.empty(),
                 Option.empty()); // for Spark's download files
-        UcxOptions options = conf.ucxOptions().withName("spark-executor-" + executorId);
+        UcxOptions o = conf.ucxOptions();
         if (env.securityManager().isAuthenticationEnabled()) {
-            options = options.withSecret(env.securityManager().getSecretKey().getBytes(StandardCharsets.UTF_8));
+            o = o.withSecret(env.securityManager().getSecretKey().getBytes(StandardCharsets.UTF_8));
         }
-        this.ucx = Ucx.open(options);
+        this.options = o;
+        this.driver = RpcUtils.makeDriverRef(UcxDriverEndpoint.NAME, env.conf(), env.rpcEnv());
+        this.client = new UcxBlockClient(this);
+        Generation g = open(0);
+        live.add(g);
+        current = g;
+    }
+
+    /** A new instance: its block server listens and is registered with the driver. */
+    private Generation open(int number) {
+        Ucx ucx = Ucx.open(options.withName("spark-executor-" + executorId + (number == 0 ? "" : "-" + number)));
         try {
-            this.server = new BlockServer(resolver, conf.partSize(), conf.partsInFlight());
+            BlockServer server = new BlockServer(resolver, conf.partSize(), conf.partsInFlight());
             server.onClientClosed(ep -> retire(new PeerTraffic(executorId, ep.stats().peer(), false, ep.stats())));
-            this.listener = conf.bindAddress() == null ? ucx.listen(conf.port(), server)
+            Listener listener = conf.bindAddress() == null ? ucx.listen(conf.port(), server)
                     : ucx.listen(conf.bindAddress(), conf.port(), server);
-            String host = env.blockManager().blockManagerId().host();
-            this.driver = RpcUtils.makeDriverRef(UcxDriverEndpoint.NAME, env.conf(), env.rpcEnv());
             UcxDriverEndpoint.Address me = new UcxDriverEndpoint.Address(executorId, host, listener.port());
+            Generation g = new Generation(number, ucx, server, listener, me, ConcurrentHashMap.newKeySet());
             driver.askSync(new UcxDriverEndpoint.Register(me), ClassTag$.MODULE$.apply(Boolean.class));
             addresses.put(executorId, me);
-            this.client = new UcxBlockClient(this);
-            LOG.info("ucx4j shuffle: executor {} serves blocks at {}:{} (UCX {})", executorId, host,
-                    listener.port(), Ucx.version());
+            ucx.onSharedMemoryFailure(e -> reopen(g, e.getMessage()));
+            LOG.info("ucx4j shuffle: executor {} serves blocks at {}:{} (UCX {}{})", executorId, host,
+                    listener.port(), Ucx.version(), number == 0 ? "" : ", instance " + number);
+            return g;
         } catch (RuntimeException e) {
             ucx.close();
             throw e;
         }
     }
 
+    /** Replaces instance number {@code generation} if it is still the current one: see the class comment. */
+    void reopen(int generation, String why) {
+        Generation g = current;
+        if (g.number() == generation) {
+            reopen(g, why);
+        }
+    }
+
+    private void reopen(Generation old, String why) {
+        Generation next;
+        synchronized (this) {
+            if (closed || current != old) {
+                return; // stopping, or replaced already
+            }
+            LOG.warn("ucx4j shuffle: executor {} replaces its UCX instance: {}", executorId, why);
+            if (conf.port() != 0) {
+                old.listener().close(); // the configured port is the new server's
+            }
+            try {
+                next = open(old.number() + 1);
+            } catch (RuntimeException e) {
+                LOG.error("ucx4j shuffle: executor {} could not replace its UCX instance: {}", executorId,
+                        e.toString());
+                return;
+            }
+            live.add(next);
+            current = next;
+        }
+        old.listener().close();
+        old.server().goAway();
+        for (PeerConnection c : old.connections()) {
+            c.retire();
+        }
+        Thread.ofVirtual().name("ucx4j-shuffle-drain-" + old.number()).start(() -> drainAndClose(old));
+    }
+
+    /** Closes a replaced instance once its connections are gone, or after {@code spark.network.timeout}. */
+    private void drainAndClose(Generation old) {
+        long deadline = System.nanoTime() + conf.networkTimeout().toNanos();
+        try {
+            while ((!old.server().clients().isEmpty() || !old.connections().isEmpty())
+                    && System.nanoTime() - deadline < 0) {
+                Thread.sleep(100);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        synchronized (this) {
+            if (!live.remove(old)) {
+                return; // the transport closed it
+            }
+        }
+        LOG.info("ucx4j shuffle: executor {} closes its replaced UCX instance {}", executorId, old.number());
+        old.ucx().close();
+    }
+
+    /** How many times this executor's instance was replaced. */
+    int generation() {
+        return current.number();
+    }
+
+    /** Instances not closed yet (1, or more while replaced ones drain). */
+    int liveInstances() {
+        return live.size();
+    }
+
     UcxDriverEndpoint.Address address() {
-        return addresses.get(executorId);
+        return current.address();
     }
 
     UcxBlockClient client() {
@@ -108,9 +204,7 @@ final class UcxShuffleTransport implements AutoCloseable {
             CompletableFuture<PeerConnection> f = peers.putIfAbsent(peerExecutorId, mine);
             if (f == null) {
                 try {
-                    UcxDriverEndpoint.Address a = address(peerExecutorId);
-                    Endpoint ep = ucx.connect(a.host(), a.port(), conf.connectTimeout());
-                    mine.complete(new PeerConnection(a, ep, conf.networkTimeout(), transportConf, this::forget));
+                    mine.complete(connect(peerExecutorId));
                 } catch (Throwable t) {
                     peers.remove(peerExecutorId, mine);
                     mine.completeExceptionally(t);
@@ -126,18 +220,39 @@ final class UcxShuffleTransport implements AutoCloseable {
         }
     }
 
-    private void forget(PeerConnection c) {
-        boolean[] removed = {false};
-        peers.computeIfPresent(c.peer().executorId(), (id, f) -> {
-            if (f.isDone() && !f.isCompletedExceptionally() && f.join() == c) {
-                removed[0] = true;
-                return null;
+    private PeerConnection connect(String peerExecutorId) {
+        Generation g = current;
+        UcxDriverEndpoint.Address a = address(peerExecutorId);
+        Endpoint ep;
+        try {
+            ep = g.ucx().connect(a.host(), a.port(), conf.connectTimeout());
+        } catch (RuntimeException e) {
+            // the peer may have replaced its UCX instance (a new port) since we looked it up: ask the driver again
+            addresses.remove(peerExecutorId, a);
+            UcxDriverEndpoint.Address fresh = address(peerExecutorId);
+            if (fresh.equals(a)) {
+                throw e;
             }
-            return f;
-        });
-        if (removed[0]) {
-            retire(new PeerTraffic(executorId, c.peer().executorId(), true, c.endpoint().stats()));
+            a = fresh;
+            ep = g.ucx().connect(a.host(), a.port(), conf.connectTimeout());
         }
+        PeerConnection c = new PeerConnection(a, ep, conf.networkTimeout(), transportConf, this::forget);
+        g.connections().add(c);
+        c.endpoint().onClose(cause -> {
+            g.connections().remove(c);
+            retire(new PeerTraffic(executorId, peerExecutorId, true, c.endpoint().stats()));
+        });
+        if (current != g) {
+            c.retire(); // replaced meanwhile: the caller connects again, through the new instance
+        }
+        return c;
+    }
+
+    /** The connection must take no new requests: drop it and the peer's address (it may have moved). */
+    private void forget(PeerConnection c) {
+        String id = c.peer().executorId();
+        peers.computeIfPresent(id, (k, f) -> f.isDone() && !f.isCompletedExceptionally() && f.join() == c ? null : f);
+        addresses.remove(id, c.peer());
     }
 
     private void retire(PeerTraffic t) {
@@ -168,25 +283,33 @@ final class UcxShuffleTransport implements AutoCloseable {
      */
     List<PeerTraffic> traffic() {
         List<PeerTraffic> out = new ArrayList<>(retired);
-        for (CompletableFuture<PeerConnection> f : peers.values()) {
-            if (f.isDone() && !f.isCompletedExceptionally()) {
-                PeerConnection c = f.join();
+        for (Generation g : live) {
+            for (PeerConnection c : g.connections()) {
                 out.add(new PeerTraffic(executorId, c.peer().executorId(), true, c.endpoint().stats()));
             }
-        }
-        for (Endpoint ep : server.clients()) {
-            out.add(new PeerTraffic(executorId, ep.stats().peer(), false, ep.stats()));
+            for (Endpoint ep : g.server().clients()) {
+                out.add(new PeerTraffic(executorId, ep.stats().peer(), false, ep.stats()));
+            }
         }
         return out;
     }
 
     @Override
     public void close() {
+        List<Generation> all;
+        synchronized (this) {
+            closed = true;
+            all = new ArrayList<>(live);
+            live.clear();
+        }
         for (CompletableFuture<PeerConnection> f : peers.values()) {
             f.thenAccept(PeerConnection::close);
         }
         peers.clear();
-        listener.close();
-        ucx.close();
+        for (Generation g : all) {
+            g.connections().forEach(PeerConnection::close);
+            g.listener().close();
+            g.ucx().close();
+        }
     }
 }

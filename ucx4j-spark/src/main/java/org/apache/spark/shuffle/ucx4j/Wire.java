@@ -16,6 +16,9 @@ import java.nio.ByteOrder;
  * <li>{@code PART}: server to reducer, one slice of a block at a given offset, at least one per block (an empty
  * block is one empty part); parts may land out of order, and the server keeps only a few in flight.</li>
  * <li>{@code ERROR}: server to reducer for a block it cannot serve; payload = the reason, UTF-8.</li>
+ * <li>{@code GOAWAY}: server to reducer, request id 0: this server is being replaced (its executor reopened its
+ * UCX instance); it still answers requests already made, and the reducer sends new ones to the executor's new
+ * address, which it asks the driver for. Payload empty.</li>
  * </ul>
  */
 final class Wire {
@@ -25,6 +28,7 @@ final class Wire {
     static final byte ERROR = 3;
     static final byte FETCH_TO_DISK = 4;
     static final byte PART = 5;
+    static final byte GOAWAY = 6;
     static final int HEADER = 13;
     static final int PART_HEADER = HEADER + 16;
 
