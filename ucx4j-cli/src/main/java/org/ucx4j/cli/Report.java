@@ -8,15 +8,24 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
-/** Sweep results: medians per stack/mode/size, printed as tables with ratios, or as JSON. */
+/**
+ * Sweep results: medians per stack/mode/size, printed as tables with ratios, or as JSON. A ratio between two stacks
+ * is the median of the per-round ratios: each round runs the stacks back to back at one mode and size, so a round
+ * pairs figures taken seconds apart, and a machine whose speed drifts over minutes (a shared VM) moves both. The
+ * ratio of the two medians is in the JSON too; with one round they are the same.
+ */
 final class Report {
     final Map<String, Measurement> byKey = new LinkedHashMap<>();
+    /** Each stack/mode/size's measurements in round order. */
+    private final Map<String, List<Measurement>> rounds;
     final long[] sizes;
     final List<String> modes;
     final List<String> stacks;
 
-    Report(List<Measurement> medians, long[] sizes, List<String> modes, List<String> stacks) {
-        for (Measurement m : medians) {
+    Report(Map<String, List<Measurement>> rounds, long[] sizes, List<String> modes, List<String> stacks) {
+        this.rounds = rounds;
+        for (List<Measurement> r : rounds.values()) {
+            Measurement m = Measurement.median(r);
             byKey.put(key(m.stack(), m.mode(), m.size()), m);
         }
         this.sizes = sizes;
@@ -32,10 +41,31 @@ final class Report {
         return byKey.get(key(stack, mode, size));
     }
 
-    /** This stack's headline figure divided by {@code other}'s for the same mode and size (NaN if missing). */
-    double ratio(Measurement m, String other) {
+    /** This stack's median headline figure divided by {@code other}'s, same mode and size (NaN if missing). */
+    double ratioOfMedians(Measurement m, String other) {
         Measurement o = get(other, m.mode(), m.size());
         return o == null ? Double.NaN : m.headline() / o.headline();
+    }
+
+    /** Per round, this stack's headline figure divided by {@code other}'s in the same round (NaN where missing). */
+    double[] roundRatios(Measurement m, String other) {
+        List<Measurement> mine = rounds.getOrDefault(key(m.stack(), m.mode(), m.size()), List.of());
+        List<Measurement> theirs = rounds.getOrDefault(key(other, m.mode(), m.size()), List.of());
+        double[] r = new double[Math.min(mine.size(), theirs.size())];
+        for (int i = 0; i < r.length; i++) {
+            r[i] = mine.get(i).headline() / theirs.get(i).headline();
+        }
+        return r;
+    }
+
+    /** The median of {@link #roundRatios} (NaN if there is none): the ratio the table shows. */
+    double ratio(Measurement m, String other) {
+        double[] v = java.util.Arrays.stream(roundRatios(m, other)).filter(d -> !Double.isNaN(d)
+                && !Double.isInfinite(d)).sorted().toArray();
+        if (v.length == 0) {
+            return Double.NaN;
+        }
+        return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
     }
 
     static String machine() {
@@ -95,8 +125,9 @@ final class Report {
         root.put("date", ZonedDateTime.now().withNano(0).toString());
         root.put("machine", machine());
         root.put("settings", settings);
-        root.put("ratio_note", "ratio_to_X = this stack's headline figure / X's (latency: p50 one-way us; "
-                + "bandwidth: MB/s; rate: msg/s)");
+        root.put("ratio_note", "ratio_to_X = median over rounds of this stack's headline figure / X's in the same "
+                + "round (latency: p50 one-way us; bandwidth: MB/s; rate: msg/s); ratio_of_medians_to_X = this "
+                + "stack's median / X's median; round_ratios_to_X = each round's ratio");
         List<Map<String, Object>> rows = new ArrayList<>();
         for (Measurement m : byKey.values()) {
             Map<String, Object> r = new LinkedHashMap<>();
@@ -110,8 +141,12 @@ final class Report {
             r.put("mean_us", num(m.meanUs()));
             r.put("mbps", num(m.mbps()));
             r.put("msgs_per_s", num(m.msgsPerS()));
-            r.put("ratio_to_perftest", num(ratio(m, "perftest")));
-            r.put("ratio_to_nio", num(ratio(m, "nio")));
+            for (String other : List.of("perftest", "nio")) {
+                r.put("ratio_to_" + other, num(ratio(m, other)));
+                r.put("ratio_of_medians_to_" + other, num(ratioOfMedians(m, other)));
+                r.put("round_ratios_to_" + other, java.util.Arrays.stream(roundRatios(m, other))
+                        .mapToObj(Report::num).toList());
+            }
             rows.add(r);
         }
         root.put("results", rows);

@@ -148,8 +148,7 @@ final class SweepBench implements Callable<Integer> {
             server.waitFor(5, TimeUnit.SECONDS);
             server.destroyForcibly();
         }
-        List<Measurement> medians = results.values().stream().map(Measurement::median).toList();
-        Report report = new Report(medians, sz, modes, active);
+        Report report = new Report(results, sz, modes, active);
         report.printTable(System.out, describe());
         if (peerStats != null && active.contains("ucx4j")) {
             System.out.println();
@@ -180,7 +179,8 @@ final class SweepBench implements Callable<Integer> {
 
     private String describe() {
         return String.format(Locale.ROOT, "ucx4j %s api, caller progress, window %d; ucx_perftest %s %s; NIO "
-                + "blocking SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians)", api, window,
+                + "blocking SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians; ratios: median of the "
+                + "per-round ratios)", api, window,
                 PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
                         + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),
                 peerErrors(errorHandling) ? "-e" : "without -e", repeat)
