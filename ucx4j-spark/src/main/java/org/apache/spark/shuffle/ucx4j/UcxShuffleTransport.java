@@ -61,9 +61,25 @@ final class UcxShuffleTransport implements AutoCloseable {
     private final Set<Generation> live = ConcurrentHashMap.newKeySet();
     private boolean closed; // guarded by this
 
-    /** One {@link Ucx} instance with its block server and the connections made from it. */
-    private record Generation(int number, Ucx ucx, BlockServer server, Listener listener,
-            UcxDriverEndpoint.Address address, Set<PeerConnection> connections) {
+    /**
+     * One {@link Ucx} instance with its block server and the connections made from it (identity equality: it sits
+     * in sets while its connections change).
+     */
+    private static final class Generation {
+        final int number;
+        final Ucx ucx;
+        final BlockServer server;
+        final Listener listener;
+        final UcxDriverEndpoint.Address address;
+        final Set<PeerConnection> connections = ConcurrentHashMap.newKeySet();
+
+        Generation(int number, Ucx ucx, BlockServer server, Listener listener, UcxDriverEndpoint.Address address) {
+            this.number = number;
+            this.ucx = ucx;
+            this.server = server;
+            this.listener = listener;
+            this.address = address;
+        }
     }
 
     UcxShuffleTransport(UcxShuffleConf conf, SparkEnv env, ShuffleBlockResolver resolver) {
@@ -94,7 +110,7 @@ final class UcxShuffleTransport implements AutoCloseable {
             Listener listener = conf.bindAddress() == null ? ucx.listen(conf.port(), server)
                     : ucx.listen(conf.bindAddress(), conf.port(), server);
             UcxDriverEndpoint.Address me = new UcxDriverEndpoint.Address(executorId, host, listener.port());
-            Generation g = new Generation(number, ucx, server, listener, me, ConcurrentHashMap.newKeySet());
+            Generation g = new Generation(number, ucx, server, listener, me);
             driver.askSync(new UcxDriverEndpoint.Register(me), ClassTag$.MODULE$.apply(Boolean.class));
             addresses.put(executorId, me);
             ucx.onSharedMemoryFailure(e -> reopen(g, e.getMessage()));
@@ -110,7 +126,7 @@ final class UcxShuffleTransport implements AutoCloseable {
     /** Replaces instance number {@code generation} if it is still the current one: see the class comment. */
     void reopen(int generation, String why) {
         Generation g = current;
-        if (g.number() == generation) {
+        if (g.number == generation) {
             reopen(g, why);
         }
     }
@@ -123,10 +139,10 @@ final class UcxShuffleTransport implements AutoCloseable {
             }
             LOG.warn("ucx4j shuffle: executor {} replaces its UCX instance: {}", executorId, why);
             if (conf.port() != 0) {
-                old.listener().close(); // the configured port is the new server's
+                old.listener.close(); // the configured port is the new server's
             }
             try {
-                next = open(old.number() + 1);
+                next = open(old.number + 1);
             } catch (RuntimeException e) {
                 LOG.error("ucx4j shuffle: executor {} could not replace its UCX instance: {}", executorId,
                         e.toString());
@@ -135,19 +151,19 @@ final class UcxShuffleTransport implements AutoCloseable {
             live.add(next);
             current = next;
         }
-        old.listener().close();
-        old.server().goAway();
-        for (PeerConnection c : old.connections()) {
+        old.listener.close();
+        old.server.goAway();
+        for (PeerConnection c : old.connections) {
             c.retire();
         }
-        Thread.ofVirtual().name("ucx4j-shuffle-drain-" + old.number()).start(() -> drainAndClose(old));
+        Thread.ofVirtual().name("ucx4j-shuffle-drain-" + old.number).start(() -> drainAndClose(old));
     }
 
     /** Closes a replaced instance once its connections are gone, or after {@code spark.network.timeout}. */
     private void drainAndClose(Generation old) {
         long deadline = System.nanoTime() + conf.networkTimeout().toNanos();
         try {
-            while ((!old.server().clients().isEmpty() || !old.connections().isEmpty())
+            while ((!old.server.clients().isEmpty() || !old.connections.isEmpty())
                     && System.nanoTime() - deadline < 0) {
                 Thread.sleep(100);
             }
@@ -159,13 +175,13 @@ final class UcxShuffleTransport implements AutoCloseable {
                 return; // the transport closed it
             }
         }
-        LOG.info("ucx4j shuffle: executor {} closes its replaced UCX instance {}", executorId, old.number());
-        old.ucx().close();
+        LOG.info("ucx4j shuffle: executor {} closes its replaced UCX instance {}", executorId, old.number);
+        old.ucx.close();
     }
 
     /** How many times this executor's instance was replaced. */
     int generation() {
-        return current.number();
+        return current.number;
     }
 
     /** Instances not closed yet (1, or more while replaced ones drain). */
@@ -174,7 +190,7 @@ final class UcxShuffleTransport implements AutoCloseable {
     }
 
     UcxDriverEndpoint.Address address() {
-        return current.address();
+        return current.address;
     }
 
     UcxBlockClient client() {
@@ -225,21 +241,27 @@ final class UcxShuffleTransport implements AutoCloseable {
         UcxDriverEndpoint.Address a = address(peerExecutorId);
         Endpoint ep;
         try {
-            ep = g.ucx().connect(a.host(), a.port(), conf.connectTimeout());
+            ep = g.ucx.connect(a.host(), a.port(), conf.connectTimeout());
         } catch (RuntimeException e) {
             // the peer may have replaced its UCX instance (a new port) since we looked it up: ask the driver again
             addresses.remove(peerExecutorId, a);
-            UcxDriverEndpoint.Address fresh = address(peerExecutorId);
+            UcxDriverEndpoint.Address fresh;
+            try {
+                fresh = address(peerExecutorId);
+            } catch (RuntimeException lookup) {
+                e.addSuppressed(lookup);
+                throw e;
+            }
             if (fresh.equals(a)) {
                 throw e;
             }
             a = fresh;
-            ep = g.ucx().connect(a.host(), a.port(), conf.connectTimeout());
+            ep = g.ucx.connect(a.host(), a.port(), conf.connectTimeout());
         }
         PeerConnection c = new PeerConnection(a, ep, conf.networkTimeout(), transportConf, this::forget);
-        g.connections().add(c);
+        g.connections.add(c);
         c.endpoint().onClose(cause -> {
-            g.connections().remove(c);
+            g.connections.remove(c);
             retire(new PeerTraffic(executorId, peerExecutorId, true, c.endpoint().stats()));
         });
         if (current != g) {
@@ -284,10 +306,10 @@ final class UcxShuffleTransport implements AutoCloseable {
     List<PeerTraffic> traffic() {
         List<PeerTraffic> out = new ArrayList<>(retired);
         for (Generation g : live) {
-            for (PeerConnection c : g.connections()) {
+            for (PeerConnection c : g.connections) {
                 out.add(new PeerTraffic(executorId, c.peer().executorId(), true, c.endpoint().stats()));
             }
-            for (Endpoint ep : g.server().clients()) {
+            for (Endpoint ep : g.server.clients()) {
                 out.add(new PeerTraffic(executorId, ep.stats().peer(), false, ep.stats()));
             }
         }
@@ -307,9 +329,9 @@ final class UcxShuffleTransport implements AutoCloseable {
         }
         peers.clear();
         for (Generation g : all) {
-            g.connections().forEach(PeerConnection::close);
-            g.listener().close();
-            g.ucx().close();
+            g.connections.forEach(PeerConnection::close);
+            g.listener.close();
+            g.ucx.close();
         }
     }
 }
