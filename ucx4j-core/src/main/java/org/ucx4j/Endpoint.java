@@ -131,8 +131,13 @@ public final class Endpoint implements AutoCloseable {
      */
     private CompletableFuture<Long> sendSegmentAsync(MemorySegment seg, long wireTag) {
         ucx.checkOpen();
-        if (engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag)) {
+        Op now = engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag, false);
+        if (now == Engine.SENT) {
             return engine.completed(seg.byteSize());
+        }
+        if (now != null) { // in flight after all
+            Ucx.keepAlive(now, seg);
+            return now;
         }
         Op op = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, false);
         Ucx.keepAlive(op, seg);
@@ -142,12 +147,17 @@ public final class Endpoint implements AutoCloseable {
 
     private void sendSegment(MemorySegment seg, long wireTag, long timeoutNanos) {
         ucx.checkOpen();
-        if (engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag)) {
+        Op now = engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag, true);
+        if (now == null) {
+            now = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, true);
+            Ucx.keepAlive(now, seg);
+            engine.submit(now);
+        } else if (now == Engine.SENT) {
             return;
+        } else { // in flight after all
+            Ucx.keepAlive(now, seg);
         }
-        Op op = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, true);
-        Ucx.keepAlive(op, seg);
-        sendBlocking(op, timeoutNanos);
+        engine.await(now, timeoutNanos);
     }
 
     private void sendBlocking(Op op, long timeoutNanos) {
@@ -292,8 +302,13 @@ public final class Endpoint implements AutoCloseable {
     public CompletableFuture<Long> streamSendAsync(MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, false);
         ucx.checkOpen();
-        if (engine.streamSendNow(core, seg.address(), seg.byteSize())) {
+        Op now = engine.streamSendNow(core, seg.address(), seg.byteSize(), false);
+        if (now == Engine.SENT) {
             return engine.completed(seg.byteSize());
+        }
+        if (now != null) { // in flight after all
+            Ucx.keepAlive(now, seg);
+            return now;
         }
         Op op = engine.streamSend(core, seg.address(), seg.byteSize(), 0, false);
         Ucx.keepAlive(op, seg);
@@ -309,13 +324,17 @@ public final class Endpoint implements AutoCloseable {
         long t = timeout == null ? -1 : Buffers.nanos(timeout);
         MemorySegment seg = Buffers.segment(buf, false);
         ucx.checkOpen();
-        if (engine.streamSendNow(core, seg.address(), seg.byteSize())) {
+        Op now = engine.streamSendNow(core, seg.address(), seg.byteSize(), true);
+        if (now == null) {
+            now = engine.streamSend(core, seg.address(), seg.byteSize(), 0, true);
+            Ucx.keepAlive(now, seg);
+            engine.submit(now);
+        } else if (now == Engine.SENT) {
             return;
+        } else { // in flight after all
+            Ucx.keepAlive(now, seg);
         }
-        Op op = engine.streamSend(core, seg.address(), seg.byteSize(), 0, true);
-        Ucx.keepAlive(op, seg);
-        engine.submit(op);
-        engine.await(op, t);
+        engine.await(now, t);
     }
 
     public void streamSend(byte[] buf) {
@@ -389,33 +408,41 @@ public final class Endpoint implements AutoCloseable {
      * the wire exactly as given, with UCX AM id 0.
      */
     public CompletableFuture<Long> amSendAsync(MemorySegment header, MemorySegment payload) {
-        if (amSentNow(header, payload)) {
+        Op now = amSentNow(header, payload);
+        if (now == Engine.SENT) {
             return engine.completed(payload.byteSize());
         }
-        Op op = amOp(header, payload, false);
-        engine.submit(op);
-        return op;
+        return now != null ? now : submitted(amOp(header, payload, false));
     }
 
     public void amSend(MemorySegment header, MemorySegment payload) {
-        if (!amSentNow(header, payload)) {
-            engine.await(submitted(amOp(header, payload, true)), -1);
-        }
+        amSend(header, payload, -1);
     }
 
     public void amSend(MemorySegment header, MemorySegment payload, Duration timeout) {
-        long t = Buffers.nanos(timeout);
-        if (!amSentNow(header, payload)) {
-            engine.await(submitted(amOp(header, payload, true)), t);
+        amSend(header, payload, Buffers.nanos(timeout));
+    }
+
+    private void amSend(MemorySegment header, MemorySegment payload, long timeoutNanos) {
+        Op now = amSentNow(header, payload);
+        if (now != Engine.SENT) {
+            engine.await(now != null ? now : submitted(amOp(header, payload, true)), timeoutNanos);
         }
     }
 
-    /** The owner thread's short active messages go out inside the call (see {@link #sendAsync}). */
-    private boolean amSentNow(MemorySegment header, MemorySegment payload) {
+    /**
+     * The owner thread's short active messages go out inside the call (see {@link #sendAsync}): {@link Engine#SENT},
+     * or the op of one UCX took but did not finish, or null.
+     */
+    private Op amSentNow(MemorySegment header, MemorySegment payload) {
         Objects.requireNonNull(header, "header");
         Objects.requireNonNull(payload, "payload");
         ucx.checkOpen();
-        return engine.amSendNow(core, header, payload);
+        Op now = engine.amSendNow(core, header, payload);
+        if (now != null && now != Engine.SENT) {
+            Ucx.keepAlive(now, payload);
+        }
+        return now;
     }
 
     public void amSend(byte[] header, byte[] payload) {
@@ -743,6 +770,14 @@ public final class Endpoint implements AutoCloseable {
     /** UCX's description of the endpoint's lanes and transports ({@code ucp_ep_print_info}). */
     public String info() {
         return isClosed() ? "" : engine.endpointInfo(core);
+    }
+
+    /**
+     * The transports this endpoint's lanes use, as {@code transport/device} (e.g. {@code [posix/memory]} between
+     * processes on one host, {@code [tcp/eth0]} across hosts without RDMA); empty once closed.
+     */
+    public List<String> transports() {
+        return org.ucx4j.internal.engine.TransportInfo.lanes(info());
     }
 
     /**

@@ -178,6 +178,15 @@ public final class Ucx implements AutoCloseable {
         return engine.contextInfo() + engine.workerInfo();
     }
 
+    /**
+     * The transports this instance opened, as {@code transport/device} (e.g. {@code posix/memory}, {@code tcp/eth0},
+     * {@code rc_mlx5/mlx5_0:1}, {@code cuda_ipc/cuda}); which of them an endpoint uses: {@link Endpoint#transports()}.
+     */
+    public List<String> transports() {
+        checkOpen();
+        return org.ucx4j.internal.engine.TransportInfo.resources(engine.contextInfo());
+    }
+
     /** Listens on all interfaces; port 0 picks an ephemeral port. */
     public Listener listen(int port, ConnectionHandler handler) {
         return listen(null, port, handler);

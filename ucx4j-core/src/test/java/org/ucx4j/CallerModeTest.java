@@ -15,6 +15,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.ucx4j.internal.engine.TestHooks;
 
 /**
  * {@link ProgressMode#CALLER}: the test thread owns the worker and runs every operation itself. A receive takes a
@@ -331,5 +332,77 @@ class CallerModeTest {
                 assertEquals(42, buf.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0));
             }
         });
+    }
+
+    /**
+     * A send made inside the call that UCX takes but does not finish there (UCX 1.20's stream sends with protocol
+     * v2 ignore FORCE_IMM_CMPL; here every API is made to by clearing the flag) is in flight exactly once: tag,
+     * stream and active messages, eager and rendezvous, async and blocking, each arrives once, intact, in order.
+     * (Before, such a send was taken for "not sent" and sent again: the stream then carried its bytes twice.)
+     */
+    @Test
+    void aSendUcxTakesButDoesNotFinishInsideTheCallGoesOutOnce() throws Exception {
+        TestHooks.forceImmediateSends(false);
+        try {
+            withCallerClient((a, client, server) -> {
+                try (Arena arena = Arena.ofShared()) {
+                    MemorySegment none = MemorySegment.ofArray(new byte[0]);
+                    for (long size : new long[] {8, 4096, 64 * 1024, 1 << 20}) {
+                        for (boolean async : new boolean[] {true, false}) {
+                            int seed = (int) size + (async ? 1 : 2);
+                            MemorySegment in = arena.allocate(size);
+                            CompletableFuture<Long> r = server.recvAsync(in, 5);
+                            MemorySegment out = Data.pattern(arena, size, seed);
+                            if (async) {
+                                assertEquals(size, drive(a, client.sendAsync(out, 5)));
+                            } else {
+                                client.send(out, 5);
+                            }
+                            assertEquals(size, drive(a, r));
+                            Data.verify(in, size, seed);
+
+                            MemorySegment streamIn = arena.allocate(size);
+                            CompletableFuture<Long> sr = server.streamRecvAsync(streamIn);
+                            if (async) {
+                                assertEquals(size, drive(a, client.streamSendAsync(out)));
+                            } else {
+                                client.streamSend(out);
+                            }
+                            assertEquals(size, drive(a, sr));
+                            Data.verify(streamIn, size, seed);
+
+                            CompletableFuture<AmMessage> ar = server.amRecvAsync();
+                            if (async) {
+                                assertEquals(size, drive(a, client.amSendAsync(none, out)));
+                            } else {
+                                client.amSend(none, out);
+                            }
+                            try (AmMessage m = drive(a, ar)) {
+                                Data.verify(m.payload(), size, seed);
+                            }
+                        }
+                    }
+                    // nothing went twice: what comes next on each API is the end marker
+                    MemorySegment marker = arena.allocate(1).fill((byte) 0x7f);
+                    MemorySegment room = arena.allocate(1 << 20);
+                    CompletableFuture<Long> r = server.recvAsync(room, 5);
+                    client.send(marker, 5);
+                    assertEquals(1, drive(a, r), "a tagged message was sent twice");
+                    assertEquals(0x7f, room.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0));
+                    MemorySegment one = arena.allocate(1);
+                    CompletableFuture<Long> sr = server.streamRecvAsync(one);
+                    client.streamSend(marker);
+                    assertEquals(1, drive(a, sr));
+                    assertEquals(0x7f, one.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0), "stream bytes went twice");
+                    CompletableFuture<AmMessage> ar = server.amRecvAsync();
+                    client.amSend(none, marker);
+                    try (AmMessage m = drive(a, ar)) {
+                        assertEquals(1, m.payloadLength(), "an active message was sent twice");
+                    }
+                }
+            });
+        } finally {
+            TestHooks.forceImmediateSends(true);
+        }
     }
 }

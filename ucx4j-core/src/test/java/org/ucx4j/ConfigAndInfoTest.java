@@ -1,11 +1,16 @@
 package org.ucx4j;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.time.Duration;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /** UCX-Py's test_config / test_info: version, effective configuration with options, info text. */
@@ -25,10 +30,18 @@ class ConfigAndInfoTest {
         assertTrue(defaults.containsKey("TLS") && defaults.containsKey("RNDV_THRESH"), defaults.keySet().toString());
         UcxOptions o = UcxOptions.defaults().with("UCX_RNDV_THRESH", "12345").with("RNDV_THRESH_FALLBACK", "4K");
         Map<String, String> c = Ucx.config(o);
-        assertEquals("12345", c.get("RNDV_THRESH"));
+        assertSize("12345", c.get("RNDV_THRESH"));
         assertEquals("4K", c.get("RNDV_THRESH_FALLBACK"));
         try (Ucx ucx = Ucx.open(o)) {
-            assertEquals("12345", ucx.config().get("RNDV_THRESH"), "an open instance reports its own options");
+            assertSize("12345", ucx.config().get("RNDV_THRESH")); // an open instance reports its own options
+        }
+    }
+
+    /** A size option as UCX prints it: {@code 12345} (1.13), or per scope, {@code intra:12345,inter:12345} (1.20). */
+    private static void assertSize(String expected, String printed) {
+        assertNotNull(printed);
+        for (String part : printed.split(",")) {
+            assertEquals(expected, part.replaceFirst("^[a-z]+:", ""), printed);
         }
     }
 
@@ -52,7 +65,7 @@ class ConfigAndInfoTest {
         }
         // UCP options still go to the configuration, not the environment
         try (Ucx ucx = Ucx.open(UcxOptions.defaults().with("RNDV_THRESH", "54321"))) {
-            assertEquals("54321", ucx.config().get("RNDV_THRESH"));
+            assertSize("54321", ucx.config().get("RNDV_THRESH"));
             assertEquals(null, nativeGetenv("UCX_RNDV_THRESH"));
         }
     }
@@ -60,17 +73,25 @@ class ConfigAndInfoTest {
     @Test
     void sameHostPeersWithDifferentSharedMemoryFifosOrSegmentsAreRefusedNotCorrupted() throws Throwable {
         // UCX sizes a peer's shm FIFO with the sender's own setting: unequal sizes would write past the smaller one
+        String was = nativeGetenv("UCX_POSIX_FIFO_SIZE"); // null unless this JVM's environment sets it
+        // UCX's own default: 64 slots up to 1.15, 256 since 1.16 (so peers on the two sides of that differ too)
+        String fifo = was != null ? was : Integer.parseInt(Ucx.version().split("\\.")[1]) >= 16 ? "256" : "64";
+        String otherFifo = "128".equals(fifo) ? "512" : "128";
         try (Ucx small = Ucx.open(); Listener l = small.listen(0, ep -> { })) {
-            try (Ucx big = Ucx.open(UcxOptions.defaults().with("POSIX_FIFO_SIZE", "128"))) {
+            try (Ucx big = Ucx.open(UcxOptions.defaults().with("POSIX_FIFO_SIZE", otherFifo))) {
                 UcxException e = assertThrows(UcxException.class, () -> big.connect("127.0.0.1", l.port()));
-                assertTrue(e.getMessage().contains("UCX_POSIX_FIFO_SIZE=128")
-                        && e.getMessage().contains("UCX_POSIX_FIFO_SIZE=64")
+                assertTrue(e.getMessage().contains("UCX_POSIX_FIFO_SIZE=" + otherFifo)
+                        && e.getMessage().contains("UCX_POSIX_FIFO_SIZE=" + fifo)
                         && e.getMessage().contains("UCS_ERR_UNSUPPORTED"), e.getMessage());
             } finally {
-                // the environment is the process's: give later tests (and the peers they start) UCX's default back
-                Ucx.open(UcxOptions.defaults().with("POSIX_FIFO_SIZE", "64")).close();
+                // the environment is the process's: give later tests (and the peers they start) what they had
+                if (was == null) {
+                    nativeUnsetenv("UCX_POSIX_FIFO_SIZE");
+                } else {
+                    Ucx.open(UcxOptions.defaults().with("POSIX_FIFO_SIZE", was)).close();
+                }
             }
-            assertEquals("64", nativeGetenv("UCX_POSIX_FIFO_SIZE"));
+            assertEquals(was, nativeGetenv("UCX_POSIX_FIFO_SIZE"));
             try (Ucx same = Ucx.open(); Endpoint ep = same.connect("127.0.0.1", l.port())) {
                 assertTrue(ep.isAlive(), "equal settings connect");
             }
@@ -128,6 +149,17 @@ class ConfigAndInfoTest {
         }
     }
 
+    /** unsetenv in the process environment UCX reads. */
+    static void nativeUnsetenv(String name) throws Throwable {
+        java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
+        java.lang.invoke.MethodHandle unsetenv = linker.downcallHandle(
+                linker.defaultLookup().find("unsetenv").orElseThrow(), java.lang.foreign.FunctionDescriptor.of(
+                        java.lang.foreign.ValueLayout.JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS));
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            assertEquals(0, (int) unsetenv.invokeExact(a.allocateFrom(name)));
+        }
+    }
+
     @Test
     void infoDescribesContextAndWorker() {
         try (Ucx ucx = Ucx.open()) {
@@ -136,6 +168,31 @@ class ConfigAndInfoTest {
             assertTrue(info.contains("worker"), info);
             assertTrue(info.contains("posix") || info.contains("tcp") || info.contains("sysv"),
                     "lists transports: " + info);
+        }
+    }
+
+    /** The context's resources and an endpoint's lanes, as {@code transport/device}; lanes are among the resources. */
+    @Test
+    void transportsNameTheOpenedResourcesAndEachEndpointsLanes() throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open()) {
+            List<String> opened = a.transports();
+            assertFalse(opened.isEmpty(), a.info());
+            for (String t : opened) {
+                assertTrue(t.matches("[a-z0-9_]+/\\S+"), "transport/device: " + t);
+            }
+            assertTrue(opened.stream().anyMatch(t -> t.startsWith("self/")), "UCX always opens self: " + opened);
+            assertTrue(opened.stream().anyMatch(t -> t.startsWith("tcp/")), "and tcp: " + opened);
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen("127.0.0.1", 0, accepted::complete);
+                    Endpoint ep = a.connect("127.0.0.1", l.port(), Duration.ofSeconds(10))) {
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                List<String> lanes = ep.transports();
+                assertFalse(lanes.isEmpty(), ep.info());
+                assertTrue(opened.containsAll(lanes), lanes + " not among " + opened);
+                ep.close();
+                assertEquals(List.of(), ep.transports(), "a closed endpoint has no lanes");
+                server.abort();
+            }
         }
     }
 }

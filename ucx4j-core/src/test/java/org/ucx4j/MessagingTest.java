@@ -88,18 +88,9 @@ class MessagingTest {
         return buildC(dir, "raw_peer");
     }
 
-    /** Builds {@code /native/<name>.c} (a plain C UCX program) with gcc against the installed headers. */
+    /** Builds {@code /native/<name>.c} (a plain C UCX program) with gcc against the UCX under test. */
     static Path buildC(Path dir, String name) throws Exception {
-        Path src = dir.resolve(name + ".c");
-        try (var in = MessagingTest.class.getResourceAsStream("/native/" + name + ".c")) {
-            Files.write(src, in.readAllBytes());
-        }
-        Path exe = dir.resolve(name);
-        Process cc = new ProcessBuilder("gcc", "-o", exe.toString(), src.toString(), "-lucp", "-lucs")
-                .redirectErrorStream(true).start();
-        String ccOut = new String(cc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertEquals(0, cc.waitFor(), "gcc failed (apt-get install libucx-dev):\n" + ccOut);
-        return exe;
+        return NativeBuild.build(dir, name, "-lucp", "-lucs");
     }
 
     @Test

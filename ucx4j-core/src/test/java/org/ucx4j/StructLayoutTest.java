@@ -2,8 +2,6 @@ package org.ucx4j;
 
 import static org.junit.jupiter.api.Assertions.*;
 
-import java.io.InputStream;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
@@ -15,16 +13,7 @@ import org.ucx4j.internal.ffi.Structs;
 class StructLayoutTest {
     @Test
     void layoutsAndConstantsMatchInstalledHeaders(@TempDir Path dir) throws Exception {
-        Path src = dir.resolve("layout_check.c");
-        try (InputStream in = getClass().getResourceAsStream("/native/layout_check.c")) {
-            Files.copy(in, src);
-        }
-        Path exe = dir.resolve("layout_check");
-        String include = System.getenv().getOrDefault("UCX4J_UCX_HOME", "/usr") + "/include";
-        Process cc = new ProcessBuilder("gcc", "-I", include, "-o", exe.toString(), src.toString())
-                .redirectErrorStream(true).start();
-        String ccOut = new String(cc.getInputStream().readAllBytes());
-        assertEquals(0, cc.waitFor(), "gcc failed (are the UCX headers installed? apt-get install libucx-dev):\n" + ccOut);
+        Path exe = NativeBuild.build(dir, "layout_check");
         Process run = new ProcessBuilder(exe.toString()).start();
         String out = new String(run.getInputStream().readAllBytes());
         assertEquals(0, run.waitFor());
@@ -50,7 +39,13 @@ class StructLayoutTest {
         for (Map.Entry<String, Long> e : Structs.constants().entrySet()) {
             long[] expect = c.get(e.getKey());
             assertNotNull(expect, "C check does not print " + e.getKey());
-            assertEquals(expect[0], e.getValue().longValue(), e.getKey());
+            if (e.getKey().equals("UCP_API_MINOR")) {
+                // the API version ucx4j asks ucp_init for: the oldest it supports, never newer than the headers
+                assertTrue(e.getValue() <= expect[0], "UCP_API_MINOR: ucx4j asks for " + e.getValue()
+                        + ", the headers are 1." + expect[0]);
+            } else {
+                assertEquals(expect[0], e.getValue().longValue(), e.getKey());
+            }
             checked++;
         }
         assertTrue(checked > 100, "checked " + checked);

@@ -2,7 +2,6 @@ package org.ucx4j.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,22 +29,14 @@ final class InfoCommand implements Callable<Integer> {
         out.put("version", Ucx.version());
         out.put("library", Ucx.libraryLocation());
         String info;
+        List<String> transports;
         try (Ucx ucx = Ucx.open()) {
             info = ucx.info();
+            transports = ucx.transports();
             out.put("config", ucx.config());
         }
-        List<String> transports = new ArrayList<>();
-        for (String line : info.split("\n")) {
-            String l = line.trim();
-            if (l.startsWith("#") && l.contains("Transport:")) {
-                transports.add(l.substring(l.indexOf("Transport:") + 10).trim());
-            }
-            if (l.startsWith("#") && l.contains("Device:")) {
-                transports.add("  device " + l.substring(l.indexOf("Device:") + 7).trim());
-            }
-        }
         out.put("transports", transports);
-        out.put("cuda", info.contains("cuda"));
+        out.put("cuda", transports.stream().anyMatch(t -> t.startsWith("cuda") || t.startsWith("gdr")));
         out.put("info", info);
         print(out, false);
         return 0;

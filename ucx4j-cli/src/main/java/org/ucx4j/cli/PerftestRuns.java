@@ -32,7 +32,15 @@ final class PerftestRuns {
         return binary != null;
     }
 
+    /** The {@code ucx_perftest} of the UCX ucx4j loads: the configured install's, else the first on the PATH. */
     static String find() {
+        String home = System.getProperty("ucx4j.ucx.home", System.getenv("UCX4J_UCX_HOME"));
+        if (home != null && !home.isBlank()) {
+            File f = new File(home, "bin/ucx_perftest");
+            if (f.canExecute()) {
+                return f.getPath();
+            }
+        }
         for (String dir : System.getenv().getOrDefault("PATH", "/usr/bin").split(File.pathSeparator)) {
             File f = new File(dir, "ucx_perftest");
             if (f.canExecute()) {

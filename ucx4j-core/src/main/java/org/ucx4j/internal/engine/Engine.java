@@ -319,11 +319,14 @@ public final class Engine {
      * UCX's shared-memory transports size a peer's receive FIFO with the sender's own settings, so two processes
      * with different FIFO sizes corrupt each other's memory (and with different segment sizes, unless both worker
      * addresses are v2). These are the settings a same-host peer must share (as UCX will use them: the environment
-     * when the worker was created, else UCX's default).
+     * when the worker was created, else UCX's default: FIFOs of 64 slots up to UCX 1.15, 256 since 1.16, so two
+     * processes on different UCX versions with no settings of their own differ too).
      */
     private static String shmSettings() {
         StringBuilder b = new StringBuilder();
-        String[][] keys = {{"POSIX_FIFO_SIZE", "64"}, {"SYSV_FIFO_SIZE", "64"}, {"POSIX_SEG_SIZE", "8256"},
+        int[] version = Ucp.version();
+        String fifo = version[0] > 1 || version[1] >= 16 ? "256" : "64";
+        String[][] keys = {{"POSIX_FIFO_SIZE", fifo}, {"SYSV_FIFO_SIZE", fifo}, {"POSIX_SEG_SIZE", "8256"},
             {"SYSV_SEG_SIZE", "8256"}};
         for (String[] k : keys) {
             String v = Ucp.getenv("UCX_" + k[0]);
@@ -450,39 +453,68 @@ public final class Engine {
         return op;
     }
 
+    /** What the send-inside-the-call methods return when UCX completed the send there. */
+    public static final Op SENT = new Op((Executor) null);
+
     /**
-     * Owner thread only: sends a message UCX completes inside the call (its short protocol: no request, no
-     * callback, {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). False when it cannot, from any other thread, on an
-     * endpoint that is not open, or while a flight recording wants transfers: the caller then takes the
-     * ordinary path, which also reports errors. UCX itself tries the short protocol first, so order is kept.
+     * {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL} on sends made inside the call; tests clear it ({@link TestHooks}) to
+     * make UCX hand back requests there, as UCX 1.20's stream sends do with the flag set.
      */
-    public boolean tagSendNow(EndpointCore ep, long address, long length, long tag) {
+    static int sendNowFlag = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+
+    /**
+     * Owner thread only: sends a message inside the call, asking UCX to complete it there (its short protocol:
+     * {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). Returns {@link #SENT} when it did; null when it cannot (UCX said no
+     * resource, or from any other thread, on an endpoint that is not open, or while a flight recording wants
+     * transfers): the caller then takes the ordinary path, which also reports errors; UCX itself tries the short
+     * protocol first, so order is kept. A UCX that takes the send but does not finish it inside the call (UCX 1.20
+     * stream sends with protocol v2 ignore the flag) hands back a request: the send is in flight and must not be
+     * made again, so it becomes the returned op, completed by its callback like any other.
+     */
+    public Op tagSendNow(EndpointCore ep, long address, long length, long tag, boolean blocking) {
         if (!ownerMayActNow(ep)) {
-            return false;
+            return null;
         }
-        setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
-        return sentNow(ep, Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address()), length);
+        int slot = reserveSlot();
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
+                | sendNowFlag, Stubs.SEND.address(), userData(slot), 0);
+        long r = Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address());
+        return Status.isRequest(r) ? adopt(tagSend(ep, address, length, tag, 0, blocking), slot, r)
+                : sentNow(ep, slot, r, length);
     }
 
     /** {@link #tagSendNow} for the stream API. */
-    public boolean streamSendNow(EndpointCore ep, long address, long length) {
+    public Op streamSendNow(EndpointCore ep, long address, long length, boolean blocking) {
         if (!ownerMayActNow(ep)) {
-            return false;
+            return null;
         }
-        setParam(UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
-        return sentNow(ep, Ucp.streamSendNow(ep.handle, address, length, reqParam.address()), length);
+        int slot = reserveSlot();
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Stubs.SEND.address(),
+                userData(slot), 0);
+        long r = Ucp.streamSendNow(ep.handle, address, length, reqParam.address());
+        return Status.isRequest(r) ? adopt(streamSend(ep, address, length, 0, blocking), slot, r)
+                : sentNow(ep, slot, r, length);
     }
+
+    /** An active message sent inside the call that UCX did not finish there: the scratch block is its until then. */
+    private Op scratchInFlight;
 
     /**
      * {@link #tagSendNow} for a plain active message: the wire header (and a heap payload) are staged in the
      * owner's scratch block, which UCX has copied by the time a short send returns.
      */
-    public boolean amSendNow(EndpointCore ep, MemorySegment header, MemorySegment payload) {
+    public Op amSendNow(EndpointCore ep, MemorySegment header, MemorySegment payload) {
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
         long headerLength = prefix + header.byteSize();
         long length = payload.byteSize();
         if (!ownerMayActNow(ep) || headerLength + (payload.isNative() ? 0 : length) > sendScratch.byteSize()) {
-            return false;
+            return null;
+        }
+        if (scratchInFlight != null) {
+            if (!scratchInFlight.done) {
+                return null;
+            }
+            scratchInFlight = null;
         }
         if (!ep.raw) {
             AmWire.prefixAt(sendScratch, ep.peerConnId, AmWire.PLAIN);
@@ -493,10 +525,53 @@ public final class Engine {
             MemorySegment.copy(payload, 0, sendScratch, headerLength, length);
             buffer = sendScratch.address() + headerLength;
         }
-        setParam(UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, 0, 0, 0);
+        int slot = reserveSlot();
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Stubs.SEND.address(),
+                userData(slot), 0);
         int amId = ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J;
-        return sentNow(ep, Ucp.amSendNow(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
-                reqParam.address()), length);
+        long r = Ucp.amSendNow(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
+                reqParam.address());
+        if (!Status.isRequest(r)) {
+            return sentNow(ep, slot, r, length);
+        }
+        // not pooled: scratchInFlight must see this op's own completion, not a later reuse's
+        Op op = amSend(ep, amId, sendScratch.address(), headerLength, buffer, length, false, length, 0, false);
+        scratchInFlight = op;
+        return adopt(op, slot, r);
+    }
+
+    /** A slot for a send made inside the call, whose op exists only if UCX hands back a request. */
+    private int reserveSlot() {
+        if (freeTop == 0) {
+            growSlots();
+        }
+        return freeSlots[--freeTop];
+    }
+
+    private Op sentNow(EndpointCore ep, int slot, long status, long length) {
+        releaseSlot(slot);
+        if (status != Status.OK) {
+            return null;
+        }
+        ep.stats.sent(length, 0);
+        return SENT;
+    }
+
+    /**
+     * A send UCX took inside the call but did not finish: {@code op} now owns the request and the slot its
+     * callback names (UCX calls it from a later progress, never from inside that call, which gave a request).
+     */
+    private Op adopt(Op op, int slot, long request) {
+        if (op.blocking) {
+            op.waitedBy(owner);
+        }
+        slots[slot] = op;
+        op.slot = slot;
+        op.request = request;
+        if (op.length >= PeerStats.LARGE) {
+            op.startedAt = System.nanoTime();
+        }
+        return op;
     }
 
     /**
@@ -518,13 +593,6 @@ public final class Engine {
                 && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers);
     }
 
-    private static boolean sentNow(EndpointCore ep, long status, long length) {
-        if (status != Status.OK) {
-            return false;
-        }
-        ep.stats.sent(length, 0);
-        return true;
-    }
 
     private DoneFuture lastDone;
 
@@ -1412,18 +1480,22 @@ public final class Engine {
 
     private int allocSlot(Op op) {
         if (freeTop == 0) {
-            int old = slots.length;
-            slots = Arrays.copyOf(slots, old * 2);
-            freeSlots = new int[old * 2];
-            for (int i = 0; i < old; i++) {
-                freeSlots[i] = old * 2 - 1 - i;
-            }
-            freeTop = old;
+            growSlots();
         }
         int s = freeSlots[--freeTop];
         slots[s] = op;
         op.slot = s;
         return s;
+    }
+
+    private void growSlots() {
+        int old = slots.length;
+        slots = Arrays.copyOf(slots, old * 2);
+        freeSlots = new int[old * 2];
+        for (int i = 0; i < old; i++) {
+            freeSlots[i] = old * 2 - 1 - i;
+        }
+        freeTop = old;
     }
 
     private void releaseSlot(int s) {

@@ -1,0 +1,53 @@
+package org.ucx4j.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
+import picocli.CommandLine;
+
+/** {@code ucx4j info}: version, library, the transports UCX opened (transport/device) and the configuration. */
+class InfoCommandTest {
+    private static String run(String... args) {
+        PrintStream was = System.out;
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+        try {
+            assertEquals(0, new CommandLine(new InfoCommand()).execute(args));
+        } finally {
+            System.setOut(was);
+        }
+        return out.toString(StandardCharsets.UTF_8);
+    }
+
+    @Test
+    void jsonListsTheTransportsUcxOpened() throws Exception {
+        JsonNode info = new ObjectMapper().readTree(run("--format", "json"));
+        assertTrue(info.get("available").asBoolean());
+        assertTrue(info.get("version").asText().matches("1\\.\\d+\\.\\d+.*"), info.get("version").asText());
+        JsonNode transports = info.get("transports");
+        assertFalse(transports.isEmpty(), "no transports in " + info);
+        boolean tcp = false;
+        for (JsonNode t : transports) {
+            assertTrue(t.asText().matches("[a-z0-9_]+/\\S+"), "transport/device: " + t);
+            tcp |= t.asText().startsWith("tcp/");
+        }
+        assertTrue(tcp, "tcp is among " + transports);
+        assertTrue(info.get("config").has("TLS"), "effective configuration");
+    }
+
+    @Test
+    void textNamesEachTransportUnderItsHeading() {
+        String text = run();
+        int at = text.indexOf("transports:\n");
+        assertTrue(at >= 0, text);
+        String first = text.substring(at + "transports:\n".length()).lines().findFirst().orElse("");
+        assertTrue(first.trim().matches("[a-z0-9_]+/\\S+"), "first line under transports: '" + first + "'");
+    }
+}

@@ -1,0 +1,15 @@
+package org.ucx4j.internal.engine;
+
+/** Switches for tests that must reach paths the installed UCX never takes; not for applications. */
+public final class TestHooks {
+    private TestHooks() {}
+
+    /**
+     * With {@code false}, sends made inside the call (owner thread) no longer ask UCX to complete there, so UCX
+     * hands back a request for whatever it cannot finish at once: the path UCX 1.20 stream sends take anyway.
+     * Set it before the worker's owner thread sends; restore it after.
+     */
+    public static void forceImmediateSends(boolean force) {
+        Engine.sendNowFlag = force ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL : 0;
+    }
+}

@@ -1,0 +1,44 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Compiles a test's plain C program with gcc against the UCX the tests run on: the system's, or the install prefix
+ * named by {@code UCX4J_UCX_HOME} (its headers, and its libraries at link and at run time, so a C peer never
+ * talks to ucx4j from another UCX version than the one under test).
+ */
+final class NativeBuild {
+    private NativeBuild() {}
+
+    /** The UCX install prefix under test, or null for the system's. */
+    static String home() {
+        String h = System.getenv("UCX4J_UCX_HOME");
+        return h == null || h.isBlank() ? null : h;
+    }
+
+    /** Builds {@code /native/<name>.c} from the test resources into {@code dir}; {@code libs}: e.g. -lucp. */
+    static Path build(Path dir, String name, String... libs) throws Exception {
+        Path src = dir.resolve(name + ".c");
+        try (var in = NativeBuild.class.getResourceAsStream("/native/" + name + ".c")) {
+            Files.write(src, in.readAllBytes());
+        }
+        Path exe = dir.resolve(name);
+        List<String> cmd = new ArrayList<>(List.of("gcc", "-o", exe.toString(), src.toString()));
+        String home = home();
+        if (home != null) {
+            cmd.addAll(List.of("-I", home + "/include", "-L", home + "/lib", "-Wl,-rpath," + home + "/lib"));
+        }
+        cmd.addAll(List.of(libs));
+        Process cc = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(cc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertEquals(0, cc.waitFor(), "gcc failed (are the UCX headers installed? apt-get install libucx-dev): "
+                + cmd + "\n" + out);
+        return exe;
+    }
+}
