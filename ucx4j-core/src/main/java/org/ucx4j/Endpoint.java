@@ -635,30 +635,81 @@ public final class Endpoint implements AutoCloseable {
 
     /** Writes {@code src} into the peer's region at {@code remoteOffset}; completes when done locally. */
     public CompletableFuture<Long> putAsync(MemorySegment src, RemoteKey key, long remoteOffset) {
-        return submitted(rmaOp(false, src, key, remoteOffset, false));
+        return rmaAsync(false, src, key, remoteOffset);
     }
 
     public void put(MemorySegment src, RemoteKey key, long remoteOffset) {
-        engine.await(submitted(rmaOp(false, src, key, remoteOffset, true)), -1);
+        rma(false, src, key, remoteOffset, -1);
     }
 
     public void put(MemorySegment src, RemoteKey key, long remoteOffset, Duration timeout) {
-        long t = Buffers.nanos(timeout);
-        engine.await(submitted(rmaOp(false, src, key, remoteOffset, true)), t);
+        rma(false, src, key, remoteOffset, Buffers.nanos(timeout));
     }
 
     /** Reads {@code dst.byteSize()} bytes of the peer's region at {@code remoteOffset} into {@code dst}. */
     public CompletableFuture<Long> getAsync(MemorySegment dst, RemoteKey key, long remoteOffset) {
-        return submitted(rmaOp(true, dst, key, remoteOffset, false));
+        return rmaAsync(true, dst, key, remoteOffset);
     }
 
     public long get(MemorySegment dst, RemoteKey key, long remoteOffset) {
-        return engine.await(submitted(rmaOp(true, dst, key, remoteOffset, true)), -1);
+        return rma(true, dst, key, remoteOffset, -1);
     }
 
     public long get(MemorySegment dst, RemoteKey key, long remoteOffset, Duration timeout) {
-        long t = Buffers.nanos(timeout);
-        return engine.await(submitted(rmaOp(true, dst, key, remoteOffset, true)), t);
+        return rma(true, dst, key, remoteOffset, Buffers.nanos(timeout));
+    }
+
+    /**
+     * On the worker's owner thread (caller-driven mode) a put or get UCX finishes inside the call (same-host: a
+     * copy from or to the peer's mapped memory) needs no operation object; anything else is an op.
+     */
+    private CompletableFuture<Long> rmaAsync(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset) {
+        MemorySegment seg = Buffers.segment(buf, get);
+        long rkey = rkeyFor(key, remoteOffset, seg);
+        Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
+                false);
+        if (now == Engine.SENT) {
+            return engine.completed(seg.byteSize());
+        }
+        if (now == null) {
+            now = engine.rma(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
+                    false);
+            Ucx.keepAlive(now, seg);
+            engine.submit(now);
+        } else {
+            Ucx.keepAlive(now, seg);
+        }
+        return now;
+    }
+
+    private long rma(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset, long timeoutNanos) {
+        MemorySegment seg = Buffers.segment(buf, get);
+        long rkey = rkeyFor(key, remoteOffset, seg);
+        Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
+                true);
+        if (now == Engine.SENT) {
+            return seg.byteSize();
+        }
+        if (now == null) {
+            now = engine.rma(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
+                    true);
+            Ucx.keepAlive(now, seg);
+            engine.submit(now);
+        } else {
+            Ucx.keepAlive(now, seg);
+        }
+        return engine.await(now, timeoutNanos);
+    }
+
+    /** The UCX remote key for {@code seg.byteSize()} bytes at {@code remoteOffset} (bounds-checked); open checked. */
+    private long rkeyFor(RemoteKey key, long remoteOffset, MemorySegment seg) {
+        Objects.requireNonNull(key, "key");
+        if (key.endpoint() != this) {
+            throw new IllegalArgumentException("remote key was unpacked on another endpoint: " + key.endpoint());
+        }
+        long rkey = key.handleFor(remoteOffset, seg.byteSize());
+        ucx.checkOpen();
+        return rkey;
     }
 
     /** Completes when every put, get and send issued on this endpoint before it has completed at the peer. */
@@ -676,20 +727,6 @@ public final class Endpoint implements AutoCloseable {
         long t = Buffers.nanos(timeout);
         ucx.checkOpen();
         engine.await(submitted(engine.rmaFlush(core, true)), t);
-    }
-
-    private Op rmaOp(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset, boolean blocking) {
-        MemorySegment seg = Buffers.segment(buf, get);
-        Objects.requireNonNull(key, "key");
-        if (key.endpoint() != this) {
-            throw new IllegalArgumentException("remote key was unpacked on another endpoint: " + key.endpoint());
-        }
-        long rkey = key.handleFor(remoteOffset, seg.byteSize());
-        ucx.checkOpen();
-        Op op = engine.rma(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
-                blocking);
-        Ucx.keepAlive(op, seg);
-        return op;
     }
 
     /** Test hook: an active message of {@code kind} with a header exactly as given (after ucx4j's prefix). */

@@ -405,4 +405,52 @@ class CallerModeTest {
             TestHooks.forceImmediateSends(true);
         }
     }
+
+    /**
+     * Puts and gets on the owner thread, made inside the call: into UCX-allocated (shared-memory) regions UCX copies
+     * at once; into registered Java memory, which a peer with error handling reaches through active messages, UCX
+     * hands back a request that completes later. Both blocking and async, every byte checked, both counted.
+     */
+    @Test
+    void putsAndGetsOnTheOwnerThread() throws Exception {
+        try (Ucx b = Ucx.open(); Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER));
+                Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port(), T);
+                accepted.get(10, TimeUnit.SECONDS);
+                long regionSize = 4 << 20;
+                for (boolean ucxAllocated : new boolean[] {true, false}) {
+                    try (MemoryRegion region = ucxAllocated ? b.allocateMemory(regionSize)
+                            : b.registerMemory(arena.allocate(regionSize))) {
+                        RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
+                        MemorySegment target = region.segment();
+                        long offset = 4096 + 3;
+                        for (long size : new long[] {0, 8, 4096, 64 * 1024, 1 << 20}) {
+                            for (boolean async : new boolean[] {true, false}) {
+                                int seed = (int) size + (async ? 5 : 6);
+                                long before = client.stats().bytesReceived();
+                                RmaTest.fill(target, offset, size, seed);
+                                MemorySegment dst = arena.allocate(Math.max(1, size)).asSlice(0, size);
+                                long got = async ? drive(a, client.getAsync(dst, key, offset))
+                                        : client.get(dst, key, offset, T);
+                                assertEquals(size, got);
+                                Data.verify(dst, size, seed);
+                                assertEquals(before + size, client.stats().bytesReceived(), "a get is counted");
+                                MemorySegment src = Data.pattern(arena, size, seed + 100);
+                                if (async) {
+                                    assertEquals(size, drive(a, client.putAsync(src, key, offset)));
+                                } else {
+                                    client.put(src, key, offset, T);
+                                }
+                                client.flush(T);
+                                Data.verify(target.asSlice(offset, size), size, seed + 100);
+                            }
+                        }
+                        key.close();
+                    }
+                }
+            }
+        }
+    }
 }

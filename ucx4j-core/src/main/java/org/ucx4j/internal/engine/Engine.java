@@ -540,6 +540,38 @@ public final class Engine {
         return adopt(op, slot, r);
     }
 
+    /**
+     * {@link #tagSendNow} for a put or get, made without {@code FORCE_IMM_CMPL} (UCX 1.13 refuses every get that
+     * carries it): UCX finishes a same-host one inside the call (a copy to or from the peer's mapped memory), and
+     * one it does not finish comes back as a request, adopted like a send's. Null from other threads, or when UCX
+     * refused it at once (the ordinary path then reports the error).
+     */
+    public Op rmaNow(EndpointCore ep, boolean get, long local, long length, long remoteAddress, long rkey,
+            boolean blocking) {
+        if (!ownerMayActNow(ep)) {
+            return null;
+        }
+        int slot = reserveSlot();
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(), userData(slot), 0);
+        long r = get ? Ucp.getNbx(ep.handle, local, length, remoteAddress, rkey, reqParam.address())
+                : Ucp.putNbx(ep.handle, local, length, remoteAddress, rkey, reqParam.address());
+        if (Status.isRequest(r)) {
+            Op op = adopt(rma(ep, get, local, length, remoteAddress, rkey, blocking), slot, r);
+            ep.addPending(op); // as a posted one: failed with its endpoint
+            return op;
+        }
+        releaseSlot(slot);
+        if (r != Status.OK) {
+            return null;
+        }
+        if (get) {
+            ep.stats.received(length, 0);
+        } else {
+            ep.stats.sent(length, 0);
+        }
+        return SENT;
+    }
+
     /** A slot for a send made inside the call, whose op exists only if UCX hands back a request. */
     private int reserveSlot() {
         if (freeTop == 0) {
@@ -1579,6 +1611,11 @@ public final class Engine {
         if (status == Status.ERR_CANCELED && stopRequested) {
             return new CanceledException(op.what + " canceled: the UCX worker was closed ("
                     + Status.name(status) + ")", status);
+        }
+        if (status == Status.ERR_SHMEM_SEGMENT && (op.kind == Op.GET || op.kind == Op.PUT)) {
+            // UCX (1.20) maps a same-host peer's region when first used: it fails once the peer exited
+            return new org.ucx4j.ConnectionResetException(op.what + ": " + Status.describe(status)
+                    + ": the peer's shared memory could not be mapped (has the peer exited?)", status);
         }
         return UcxException.of(status, op.what);
     }
