@@ -551,6 +551,7 @@ public final class Engine {
         if (!ownerMayActNow(ep)) {
             return null;
         }
+        long startedAt = length >= PeerStats.LARGE ? System.nanoTime() : 0; // for the per-peer bandwidth figures
         int slot = reserveSlot();
         setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(), userData(slot), 0);
         long r = get ? Ucp.getNbx(ep.handle, local, length, remoteAddress, rkey, reqParam.address())
@@ -565,9 +566,9 @@ public final class Engine {
             return null;
         }
         if (get) {
-            ep.stats.received(length, 0);
+            ep.stats.received(length, startedAt);
         } else {
-            ep.stats.sent(length, 0);
+            ep.stats.sent(length, startedAt);
         }
         return SENT;
     }
