@@ -182,6 +182,8 @@ public final class Engine {
         this.scratch = arena.allocate(256, 16);
         this.epParams = arena.allocate(UCP_EP_PARAMS);
         this.sendScratch = arena.allocate(1024, 16);
+        int[] version = Ucp.version();
+        this.recvInfoAtOnce = version[0] > 1 || version[1] >= 16;
         for (int i = 0; i < freeSlots.length; i++) {
             freeSlots[i] = freeSlots.length - 1 - i;
         }
@@ -688,6 +690,9 @@ public final class Engine {
         if (!ownerMayActNow(ep)) {
             return NOT_NOW;
         }
+        if (recvInfoAtOnce) {
+            return tagRecvWithInfo(ep, address, length, tag, timeoutNanos);
+        }
         long msg = Ucp.tagProbeNb(worker, tag, -1L, true, scratch.address());
         if (msg == 0) {
             return MISSED;
@@ -714,6 +719,39 @@ public final class Engine {
             if (len >= PeerStats.LARGE) {
                 op.startedAt = System.nanoTime(); // for the per-peer bandwidth figures, as post() does
             }
+            allocSlot(op);
+            op.request = r;
+            op.polled = true;
+            linkPending(op);
+        }
+        return await(op, timeoutNanos);
+    }
+
+    /** UCX 1.16 and later report length and tag of a tag receive that completes inside the call (recv_info). */
+    private final boolean recvInfoAtOnce;
+
+    /**
+     * {@link #tagRecvNow} on UCX >= 1.16: one {@code ucp_tag_recv_nbx} that reports length and tag when it completes
+     * at once ({@code recv_info}) takes a message that already waits without a probe, and queues the receive for
+     * one still to come (then polled by this thread, no upcall).
+     */
+    private long tagRecvWithInfo(EndpointCore ep, long address, long length, long tag, long timeoutNanos) {
+        setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO, 0, 0, 0);
+        reqParam.set(JAVA_LONG, RP_RECV_INFO, scratch.address());
+        long startedAt = length >= PeerStats.LARGE ? System.nanoTime() : 0;
+        long r = Ucp.tagRecvNbx(worker, address, length, tag, -1L, reqParam.address(), false);
+        if (r == 0) {
+            long len = scratch.get(JAVA_LONG, TRI_LENGTH);
+            ep.stats.received(len, startedAt);
+            receiveCompleted(ep);
+            return len;
+        }
+        Op op = tagRecv(ep, address, length, tag, -1L, 0, null, true);
+        op.waitedBy(owner);
+        if (Status.isError(r)) {
+            op.finish(0, 0, errorFor(op, (int) r));
+        } else {
+            op.startedAt = startedAt;
             allocSlot(op);
             op.request = r;
             op.polled = true;
@@ -1015,7 +1053,10 @@ public final class Engine {
             // every 64 turns, in case UCX completed it without counting an event)
             idle = 0;
             int turns = 0;
-            boolean test = true;
+            // A polled receive still in flight was posted by this thread just now, with nothing progressed since
+            // (a tag receive right after its probe missed, a stream receive UCX did not complete at once): testing
+            // it before a progress call could only miss, so the first test comes after one that did work.
+            boolean test = false;
             while (!op.done) {
                 boolean check = (++turns & 63) == 0;
                 if (check && timeoutNanos >= 0 && !op.cancelRequested && System.nanoTime() - deadline >= 0) {
@@ -1278,6 +1319,24 @@ public final class Engine {
                     }
                 }
                 int slot = allocSlot(op);
+                if (recvInfoAtOnce && op.probed == 0) {
+                    // UCX >= 1.16: one call takes a message that waits (length and tag in recv_info, no upcall)
+                    // or queues the receive; the owner thread's own blocking receive is then polled, any other
+                    // completes through the callback
+                    op.polled = op.blocking && op.waiter == owner;
+                    setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO
+                            | (op.polled ? 0 : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA),
+                            op.polled ? 0 : Stubs.TAG_RECV.address(), op.polled ? 0 : userData(slot), 0);
+                    reqParam.set(JAVA_LONG, RP_RECV_INFO, scratch.address());
+                    long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address(),
+                            !op.polled);
+                    boolean now = r == 0;
+                    if (posted(op, slot, r, now ? scratch.get(JAVA_LONG, TRI_LENGTH) : 0,
+                            now ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0)) {
+                        linkPending(op);
+                    }
+                    return;
+                }
                 // A message already waiting (or one a user's probe took) is received by its handle: the probe
                 // reports its length and tag, so immediate completion is fine and needs no upcall.
                 long msg = op.probed;

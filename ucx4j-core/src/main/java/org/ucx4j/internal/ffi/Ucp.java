@@ -98,8 +98,9 @@ public final class Ucp {
         /** The same function for sends with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: no request, never a callback. */
         static final MethodHandle TAG_SEND_NOW = ucp("ucp_tag_send_nbx", L_LLLLL, CRITICAL);
         static final MethodHandle STREAM_SEND_NOW = ucp("ucp_stream_send_nbx", L_LLLL, CRITICAL);
-        /** ucp_tag_recv_nbx for a receive no unexpected message can match: it is only queued, never calls back. */
-        static final MethodHandle TAG_RECV_QUEUED = ucp("ucp_tag_recv_nbx", L_LLLLLL, CRITICAL);
+        /** ucp_tag_recv_nbx without a callback: it queues the request, or copies a small message that waits. */
+        static final MethodHandle TAG_RECV_CRITICAL = ucp("ucp_tag_recv_nbx", L_LLLLLL, CRITICAL);
+        static final MethodHandle TAG_RECV_NBX = ucp("ucp_tag_recv_nbx", L_LLLLLL);
         static final MethodHandle TAG_PROBE_NB = ucp("ucp_tag_probe_nb", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
                 JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_LONG), CRITICAL);
         static final MethodHandle TAG_MSG_RECV_NBX = ucp("ucp_tag_msg_recv_nbx", L_LLLLL);
@@ -313,7 +314,20 @@ public final class Ucp {
      * same tag and mask on the owner thread, so UCX can only queue the request (no copy, no callback).
      */
     public static long tagRecvQueued(long worker, long buffer, long count, long tag, long mask, long param) {
-        try { return (long) Holder.TAG_RECV_QUEUED.invokeExact(worker, buffer, count, tag, mask, param); } catch (Throwable t) { throw rethrow(t); }
+        try { return (long) Holder.TAG_RECV_CRITICAL.invokeExact(worker, buffer, count, tag, mask, param); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /**
+     * {@code ucp_tag_recv_nbx}: a critical call for small buffers when {@code param} names no callback (as
+     * {@link #streamRecvNbx}; a critical call must never call back into Java), a regular one otherwise.
+     */
+    public static long tagRecvNbx(long worker, long buffer, long count, long tag, long mask, long param,
+            boolean callback) {
+        try {
+            return count <= CRITICAL_COPY_MAX && !callback
+                    ? (long) Holder.TAG_RECV_CRITICAL.invokeExact(worker, buffer, count, tag, mask, param)
+                    : (long) Holder.TAG_RECV_NBX.invokeExact(worker, buffer, count, tag, mask, param);
+        } catch (Throwable t) { throw rethrow(t); }
     }
 
     /** {@code ucp_stream_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}. */
