@@ -75,7 +75,22 @@ public final class Ucx implements AutoCloseable {
         if (cause != null) {
             throw new UcxUnavailableException(cause, Status.ERR_NO_DEVICE);
         }
+        refuseExperimentalProtocols(options);
         return new Ucx(options);
+    }
+
+    /**
+     * UCX before 1.16 labels its new protocols ({@code UCX_PROTO_ENABLE=y}) experimental, and with them UCX 1.13
+     * aborts the whole process when a peer fails (an assertion in {@code ucp_ep_reqs_purge}): refused with the
+     * reason rather than a JVM killed later. From 1.16 they are UCX's default and are fine.
+     */
+    private static void refuseExperimentalProtocols(UcxOptions options) {
+        int[] v = Ucp.version();
+        if (v[0] == 1 && v[1] < 16 && "y".equalsIgnoreCase(config(options).get("PROTO_ENABLE"))) {
+            throw new ConfigException("UCX_PROTO_ENABLE=y: UCX " + version() + "'s protocols v2 are experimental "
+                    + "(UCX's default only from 1.16) and abort the process when a peer fails; unset it, or use "
+                    + "UCX >= 1.16 (" + Status.name(Status.ERR_UNSUPPORTED) + ")", Status.ERR_UNSUPPORTED);
+        }
     }
 
     // ---------------------------------------------------------------- availability

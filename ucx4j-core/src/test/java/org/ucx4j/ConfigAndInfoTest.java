@@ -45,6 +45,24 @@ class ConfigAndInfoTest {
         }
     }
 
+    /** UCX < 1.16's experimental protocols abort the process when a peer fails: refused at open, with the reason. */
+    @Test
+    void experimentalProtocolsOfUcxBefore116AreRefused() {
+        UcxOptions v2 = UcxOptions.defaults().with("PROTO_ENABLE", "y");
+        if (Integer.parseInt(Ucx.version().split("\\.")[1]) < 16) {
+            ConfigException e = assertThrows(ConfigException.class, () -> Ucx.open(v2));
+            assertTrue(e.getMessage().contains("UCX_PROTO_ENABLE=y") && e.getMessage().contains("1.16")
+                    && e.getMessage().contains("UCS_ERR_UNSUPPORTED"), e.getMessage());
+        } else {
+            try (Ucx ucx = Ucx.open(v2)) { // UCX's own default from 1.16
+                assertEquals("y", ucx.config().get("PROTO_ENABLE"));
+            }
+        }
+        try (Ucx ucx = Ucx.open(UcxOptions.defaults().with("PROTO_ENABLE", "n"))) {
+            assertEquals("n", ucx.config().get("PROTO_ENABLE"));
+        }
+    }
+
     @Test
     void aRefusedOptionIsAConfigErrorNamingIt() {
         UcxOptions bad = UcxOptions.defaults().with("RNDV_THRESH", "not-a-size");
