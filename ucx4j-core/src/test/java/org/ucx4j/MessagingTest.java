@@ -96,8 +96,9 @@ class MessagingTest {
     @Test
     void aSameHostPeerWhoseAddressHidesItsSegmentSizeIsRefusedBeforeAnythingIsSent(@TempDir Path dir)
             throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_POSIX_SEG_SIZE") == null,
-                "ucx4j's own segment size must be in effect");
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_POSIX_SEG_SIZE") == null
+                && ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "ucx4j's own segment size and UCX's default transports (shared memory) must be in effect");
         // UCX's default environment: v1 address, 8 KiB shared-memory segments (ucx4j sends 32 KiB ones)
         ProcessBuilder pb = new ProcessBuilder(buildCPeer(dir).toString())
                 .redirectError(ProcessBuilder.Redirect.INHERIT);
@@ -107,7 +108,7 @@ class MessagingTest {
         Process c = pb.start();
         try (Ucx ucx = Ucx.open()) {
             BufferedReader out = new BufferedReader(new InputStreamReader(c.getInputStream(), StandardCharsets.UTF_8));
-            String line = out.readLine();
+            String line = NativeBuild.nextLine(out);
             assertTrue(line != null && line.startsWith("ADDRESS "), "C peer said: " + line);
             UcxException e = assertThrows(UcxException.class,
                     () -> ucx.connect(WorkerAddress.fromHex(line.substring(8))));
@@ -131,7 +132,7 @@ class MessagingTest {
         Process c = pb.start();
         try (Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
             BufferedReader out = new BufferedReader(new InputStreamReader(c.getInputStream(), StandardCharsets.UTF_8));
-            String line = out.readLine();
+            String line = NativeBuild.nextLine(out);
             assertTrue(line != null && line.startsWith("ADDRESS "), "C peer said: " + line);
             Endpoint ep = ucx.connect(WorkerAddress.fromHex(line.substring(8)));
             assertTrue(ep.isAlive());
@@ -167,7 +168,7 @@ class MessagingTest {
             assertEquals(16, ep.streamRecv(streamBack, T));
             Data.verify(streamBack, 16, 6);
             ep.send(new byte[] {1}, 10, T);
-            assertEquals("DONE", out.readLine());
+            assertEquals("DONE", NativeBuild.nextLine(out));
             assertEquals(0, c.waitFor(20, TimeUnit.SECONDS) ? c.exitValue() : -1);
             ep.abort();
         } finally {

@@ -41,4 +41,28 @@ final class NativeBuild {
                 + cmd + "\n" + out);
         return exe;
     }
+
+    /**
+     * The C program's next line of its own, skipping UCX's log lines (UCX logs to stdout, e.g. warnings about
+     * environment variables its transports did not use), or a failure after 30 s: a stalled child fails the test,
+     * never hangs it (the caller's cleanup kills the child, which ends the read).
+     */
+    static String nextLine(java.io.BufferedReader in) throws Exception {
+        java.util.concurrent.CompletableFuture<String> line = new java.util.concurrent.CompletableFuture<>();
+        Thread.ofVirtual().start(() -> {
+            try {
+                String l;
+                while ((l = in.readLine()) != null && UCX_LOG.matcher(l).find()) {
+                    System.err.println("(C program) " + l);
+                }
+                line.complete(l);
+            } catch (java.io.IOException e) {
+                line.completeExceptionally(e);
+            }
+        });
+        return line.get(30, java.util.concurrent.TimeUnit.SECONDS);
+    }
+
+    private static final java.util.regex.Pattern UCX_LOG = java.util.regex.Pattern.compile(
+            "^\\[\\d+\\.\\d+\\] \\[[^]]*\\] .* UCX {1,2}[A-Z]+ ");
 }

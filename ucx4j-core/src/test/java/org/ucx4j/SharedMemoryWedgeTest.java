@@ -71,13 +71,13 @@ class SharedMemoryWedgeTest {
                 try {
                     BufferedReader out = new BufferedReader(
                             new InputStreamReader(c.getInputStream(), StandardCharsets.UTF_8));
-                    String line = readLine(out);
+                    String line = NativeBuild.nextLine(out);
                     assertTrue(line != null && line.startsWith("ADDRESS "), "flooder said: " + line);
                     // a raw endpoint to the flooder: its death is what makes the worker check its FIFO
                     Endpoint raw = a.connect(WorkerAddress.fromHex(line.substring(8)));
                     c.getOutputStream().write((a.workerAddress().toHex() + "\n").getBytes(StandardCharsets.UTF_8));
                     c.getOutputStream().flush();
-                    assertEquals("FLOODING", readLine(out));
+                    assertEquals("FLOODING", NativeBuild.nextLine(out));
                     Thread.sleep(ThreadLocalRandom.current().nextInt(20, 100));
                     CompletableFuture<Long> pending = ab.recvAsync(msg, 1);
                     c.destroyForcibly(); // SIGKILL, most likely in the middle of a copy into a's FIFO
@@ -136,18 +136,5 @@ class SharedMemoryWedgeTest {
             a.close();
             assertThrows(EndpointClosedException.class, () -> a.onSharedMemoryFailure(e -> { }));
         }
-    }
-
-    /** The flooder's next line, or a failure after 30 s (a stalled child must fail the test, never hang it). */
-    private static String readLine(BufferedReader in) throws Exception {
-        CompletableFuture<String> line = new CompletableFuture<>();
-        Thread.ofVirtual().start(() -> {
-            try {
-                line.complete(in.readLine());
-            } catch (java.io.IOException e) {
-                line.completeExceptionally(e);
-            }
-        });
-        return line.get(30, TimeUnit.SECONDS); // on timeout the caller's finally kills the child: the read ends
     }
 }
