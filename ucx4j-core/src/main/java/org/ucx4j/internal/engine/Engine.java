@@ -711,14 +711,23 @@ public final class Engine {
             receiveCompleted(ep);
             return len;
         }
+        // rendezvous: the payload is still on its way (the start time feeds the per-peer bandwidth figures)
+        return awaitPolled(ep, address, length, tag, r, len >= PeerStats.LARGE ? System.nanoTime() : 0,
+                timeoutNanos);
+    }
+
+    /**
+     * The owner thread's tag receive that UCX did not finish inside the call: {@code r} is its request (polled by
+     * this thread while it waits, no upcall) or the error UCX gave at once.
+     */
+    private long awaitPolled(EndpointCore ep, long address, long length, long tag, long r, long startedAt,
+            long timeoutNanos) {
         Op op = tagRecv(ep, address, length, tag, -1L, 0, null, true);
         op.waitedBy(owner);
         if (Status.isError(r)) {
             op.finish(0, 0, errorFor(op, (int) r));
-        } else { // rendezvous: the payload is still on its way
-            if (len >= PeerStats.LARGE) {
-                op.startedAt = System.nanoTime(); // for the per-peer bandwidth figures, as post() does
-            }
+        } else {
+            op.startedAt = startedAt;
             allocSlot(op);
             op.request = r;
             op.polled = true;
@@ -746,18 +755,7 @@ public final class Engine {
             receiveCompleted(ep);
             return len;
         }
-        Op op = tagRecv(ep, address, length, tag, -1L, 0, null, true);
-        op.waitedBy(owner);
-        if (Status.isError(r)) {
-            op.finish(0, 0, errorFor(op, (int) r));
-        } else {
-            op.startedAt = startedAt;
-            allocSlot(op);
-            op.request = r;
-            op.polled = true;
-            linkPending(op);
-        }
-        return await(op, timeoutNanos);
+        return awaitPolled(ep, address, length, tag, r, startedAt, timeoutNanos);
     }
 
     /** Marks a receive whose {@link #tagRecvNow} just missed: it is posted without a second probe. */
