@@ -659,46 +659,39 @@ public final class Endpoint implements AutoCloseable {
         return rma(true, dst, key, remoteOffset, Buffers.nanos(timeout));
     }
 
-    /**
-     * On the worker's owner thread (caller-driven mode) a put or get UCX finishes inside the call (same-host: a
-     * copy from or to the peer's mapped memory) needs no operation object; anything else is an op.
-     */
     private CompletableFuture<Long> rmaAsync(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset) {
         MemorySegment seg = Buffers.segment(buf, get);
-        long rkey = rkeyFor(key, remoteOffset, seg);
-        Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
-                false);
-        if (now == Engine.SENT) {
-            return engine.completed(seg.byteSize());
-        }
-        if (now == null) {
-            now = engine.rma(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
-                    false);
-            Ucx.keepAlive(now, seg);
-            engine.submit(now);
-        } else {
-            Ucx.keepAlive(now, seg);
-        }
-        return now;
+        Op op = rmaStart(get, seg, key, remoteOffset, false);
+        return op == Engine.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
     private long rma(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset, long timeoutNanos) {
         MemorySegment seg = Buffers.segment(buf, get);
+        Op op = rmaStart(get, seg, key, remoteOffset, true);
+        return op == Engine.SENT ? seg.byteSize() : engine.await(op, timeoutNanos);
+    }
+
+    /**
+     * Starts a put or get: on the worker's owner thread (caller-driven mode) one UCX finishes inside the call
+     * (same-host: a copy from or to the peer's mapped memory) needs no operation object ({@link Engine#SENT});
+     * anything else is an op in flight.
+     */
+    private Op rmaStart(boolean get, MemorySegment seg, RemoteKey key, long remoteOffset, boolean blocking) {
         long rkey = rkeyFor(key, remoteOffset, seg);
-        Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
-                true);
-        if (now == Engine.SENT) {
-            return seg.byteSize();
+        long remote = key.remoteAddress() + remoteOffset;
+        Op op = engine.rmaNow(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
+        if (op == Engine.SENT) {
+            return op;
         }
-        if (now == null) {
-            now = engine.rma(core, get, seg.address(), seg.byteSize(), key.remoteAddress() + remoteOffset, rkey,
-                    true);
-            Ucx.keepAlive(now, seg);
-            engine.submit(now);
-        } else {
-            Ucx.keepAlive(now, seg);
+        boolean inFlight = op != null;
+        if (!inFlight) {
+            op = engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
         }
-        return engine.await(now, timeoutNanos);
+        Ucx.keepAlive(op, seg);
+        if (!inFlight) {
+            engine.submit(op);
+        }
+        return op;
     }
 
     /** The UCX remote key for {@code seg.byteSize()} bytes at {@code remoteOffset} (bounds-checked); open checked. */
