@@ -135,29 +135,18 @@ public final class Endpoint implements AutoCloseable {
         if (now == Engine.SENT) {
             return engine.completed(seg.byteSize());
         }
-        if (now != null) { // in flight after all
-            Ucx.keepAlive(now, seg);
-            return now;
-        }
-        Op op = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, false);
-        Ucx.keepAlive(op, seg);
-        engine.submit(op);
-        return op;
+        return now != null ? kept(now, seg) // in flight after all
+                : submitted(kept(engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, false), seg));
     }
 
     private void sendSegment(MemorySegment seg, long wireTag, long timeoutNanos) {
         ucx.checkOpen();
         Op now = engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag, true);
-        if (now == null) {
-            now = engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, true);
-            Ucx.keepAlive(now, seg);
-            engine.submit(now);
-        } else if (now == Engine.SENT) {
-            return;
-        } else { // in flight after all
-            Ucx.keepAlive(now, seg);
+        if (now != Engine.SENT) {
+            engine.await(now != null ? kept(now, seg)
+                    : submitted(kept(engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, true), seg)),
+                    timeoutNanos);
         }
-        engine.await(now, timeoutNanos);
     }
 
     private void sendBlocking(Op op, long timeoutNanos) {
@@ -306,14 +295,8 @@ public final class Endpoint implements AutoCloseable {
         if (now == Engine.SENT) {
             return engine.completed(seg.byteSize());
         }
-        if (now != null) { // in flight after all
-            Ucx.keepAlive(now, seg);
-            return now;
-        }
-        Op op = engine.streamSend(core, seg.address(), seg.byteSize(), 0, false);
-        Ucx.keepAlive(op, seg);
-        engine.submit(op);
-        return op;
+        return now != null ? kept(now, seg) // in flight after all
+                : submitted(kept(engine.streamSend(core, seg.address(), seg.byteSize(), 0, false), seg));
     }
 
     public void streamSend(MemorySegment buf) {
@@ -325,16 +308,10 @@ public final class Endpoint implements AutoCloseable {
         MemorySegment seg = Buffers.segment(buf, false);
         ucx.checkOpen();
         Op now = engine.streamSendNow(core, seg.address(), seg.byteSize(), true);
-        if (now == null) {
-            now = engine.streamSend(core, seg.address(), seg.byteSize(), 0, true);
-            Ucx.keepAlive(now, seg);
-            engine.submit(now);
-        } else if (now == Engine.SENT) {
-            return;
-        } else { // in flight after all
-            Ucx.keepAlive(now, seg);
+        if (now != Engine.SENT) {
+            engine.await(now != null ? kept(now, seg)
+                    : submitted(kept(engine.streamSend(core, seg.address(), seg.byteSize(), 0, true), seg)), t);
         }
-        engine.await(now, t);
     }
 
     public void streamSend(byte[] buf) {
@@ -439,10 +416,7 @@ public final class Endpoint implements AutoCloseable {
         Objects.requireNonNull(payload, "payload");
         ucx.checkOpen();
         Op now = engine.amSendNow(core, header, payload);
-        if (now != null && now != Engine.SENT) {
-            Ucx.keepAlive(now, payload);
-        }
-        return now;
+        return now != null && now != Engine.SENT ? kept(now, payload) : now;
     }
 
     public void amSend(byte[] header, byte[] payload) {
@@ -513,6 +487,12 @@ public final class Endpoint implements AutoCloseable {
 
     private Op submitted(Op op) {
         engine.submit(op);
+        return op;
+    }
+
+    /** {@code op}, with {@code buffer} kept reachable until it completes. */
+    private static Op kept(Op op, Object buffer) {
+        Ucx.keepAlive(op, buffer);
         return op;
     }
 
@@ -679,19 +659,9 @@ public final class Endpoint implements AutoCloseable {
     private Op rmaStart(boolean get, MemorySegment seg, RemoteKey key, long remoteOffset, boolean blocking) {
         long rkey = rkeyFor(key, remoteOffset, seg);
         long remote = key.remoteAddress() + remoteOffset;
-        Op op = engine.rmaNow(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
-        if (op == Engine.SENT) {
-            return op;
-        }
-        boolean inFlight = op != null;
-        if (!inFlight) {
-            op = engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
-        }
-        Ucx.keepAlive(op, seg);
-        if (!inFlight) {
-            engine.submit(op);
-        }
-        return op;
+        Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
+        return now == Engine.SENT ? now : now != null ? kept(now, seg)
+                : submitted(kept(engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking), seg));
     }
 
     /** The UCX remote key for {@code seg.byteSize()} bytes at {@code remoteOffset} (bounds-checked); open checked. */
