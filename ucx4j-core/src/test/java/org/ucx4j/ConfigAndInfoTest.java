@@ -90,6 +90,7 @@ class ConfigAndInfoTest {
 
     @Test
     void sameHostPeersWithDifferentSharedMemoryFifosOrSegmentsAreRefusedNotCorrupted() throws Throwable {
+        org.junit.jupiter.api.Assumptions.assumeTrue(startupEnv("UCX_TLS") == null, "shared memory must be in use");
         // UCX sizes a peer's shm FIFO with the sender's own setting: unequal sizes would write past the smaller one
         String was = nativeGetenv("UCX_POSIX_FIFO_SIZE"); // null unless this JVM's environment sets it
         // UCX's own default: 64 slots up to 1.15, 256 since 1.16 (so peers on the two sides of that differ too)
@@ -122,6 +123,25 @@ class ConfigAndInfoTest {
                         && e.getMessage().contains("UCX_POSIX_SEG_SIZE=" + ours), e.getMessage());
             } finally {
                 Ucx.open(UcxOptions.defaults().with("POSIX_SEG_SIZE", ours)).close();
+            }
+        }
+    }
+
+    /** Without a shared-memory transport on one side, UCX cannot use one between them: the settings do not matter. */
+    @Test
+    void differentSharedMemorySettingsDoNotMatterWhenOneSideHasNoSharedMemory() throws Throwable {
+        String was = nativeGetenv("UCX_POSIX_FIFO_SIZE");
+        try (Ucx shm = Ucx.open(); Listener l = shm.listen(0, ep -> { })) {
+            try (Ucx tcp = Ucx.open(UcxOptions.defaults().with("TLS", "tcp").with("POSIX_FIFO_SIZE", "1024"));
+                    Endpoint ep = tcp.connect("127.0.0.1", l.port(), Duration.ofSeconds(10))) {
+                assertTrue(ep.isAlive());
+                assertTrue(ep.transports().stream().allMatch(t -> t.startsWith("tcp/")), ep.transports().toString());
+            }
+        } finally {
+            if (was == null) {
+                nativeUnsetenv("UCX_POSIX_FIFO_SIZE");
+            } else {
+                Ucx.open(UcxOptions.defaults().with("POSIX_FIFO_SIZE", was)).close();
             }
         }
     }

@@ -220,7 +220,10 @@ public final class Engine {
             }
             this.efd = fd.get(JAVA_INT, 0);
             this.workerAddress = Ucp.workerAddress(wrk);
-            this.shmSettings = shmSettings();
+            // the same-host check compares these only when both sides opened a shared-memory transport
+            long opened = ctx;
+            this.shmSettings = TransportInfo.resources(Ucp.capture(f -> Ucp.contextPrintInfo(opened, f))).stream()
+                    .anyMatch(TransportInfo::isSharedMemory) ? shmSettings() : "";
         } catch (RuntimeException e) {
             arena.close();
             throw e;

@@ -96,7 +96,8 @@ final class Handshake {
                     + "wedged (a same-host peer was killed while writing into it), so same-host connections to it "
                     + "cannot receive; that process must reopen its Ucx", Status.ERR_UNREACHABLE);
         }
-        if (host.equals(LOCAL_HOST) && !peerShm.equals(shmSettings)) {
+        // an empty setting: that side opened no shared-memory transport, so UCX cannot use one between the two
+        if (host.equals(LOCAL_HOST) && !peerShm.isEmpty() && !shmSettings.isEmpty() && !peerShm.equals(shmSettings)) {
             throw fail(peerName, "shared-memory settings differ (ours: " + shmSettings + "; the peer's: " + peerShm
                     + "); UCX needs them equal in every process on one host", Status.ERR_UNSUPPORTED);
         }

@@ -28,6 +28,11 @@ public final class TransportInfo {
         return matches(LANE.matcher(endpointInfo));
     }
 
+    /** Whether {@code transport/device} is one of UCX's shared-memory FIFO transports (uct_mm). */
+    public static boolean isSharedMemory(String transport) {
+        return transport.startsWith("posix/") || transport.startsWith("sysv/") || transport.startsWith("xpmem/");
+    }
+
     private static List<String> matches(Matcher m) {
         Set<String> found = new LinkedHashSet<>();
         while (m.find()) {
