@@ -11,10 +11,14 @@ import org.ucx4j.internal.ffi.Ucp;
  * {@link UcxOptions#withAllocator}.
  */
 public interface MemoryAllocator {
-    /** Native memory of exactly {@code bytes} bytes (a zero-length request may return a zero-length segment). */
+    /**
+     * Native memory of at least {@code bytes} bytes (a zero-length request may return a zero-length segment). A
+     * larger block (rounded up to a page, say) is fine: the message sees its first {@code bytes} bytes, and
+     * {@link #free} gets the whole segment back.
+     */
     MemorySegment allocate(long bytes);
 
-    /** Gives back a segment this allocator returned. */
+    /** Gives back a segment this allocator returned (the same address and size). */
     void free(MemorySegment segment);
 
     /** The default host allocator: libc {@code malloc}/{@code free}. */

@@ -1,27 +1,36 @@
 package org.ucx4j;
 
 import java.lang.foreign.MemorySegment;
-import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import org.ucx4j.internal.ffi.NativeAccess;
 import org.ucx4j.internal.ffi.Ucp;
 
 /**
- * The default host allocator for received messages: blocks of 64 KiB and more are kept in power-of-two size classes
- * and reused, up to a cap on cached bytes, so a stream of large messages does not pay for fresh pages (page faults,
- * {@code mmap}/{@code munmap}) on every message; smaller requests go to malloc. A freed block is the next one
- * handed out (last in, first out), so a message usually lands in memory that is still in the CPU's caches.
- * Lock-free and thread-safe.
+ * The default host allocator for received messages: blocks are kept in power-of-two size classes (16 B to 64 MiB)
+ * and reused, up to a cap on cached bytes, so a message pays neither a malloc/free pair (two native calls, one of
+ * them on the progress thread inside UCX's callback) nor, when large, fresh pages (page faults, {@code mmap}/
+ * {@code munmap}). A freed block is the next one handed out (last in, first out), so a message usually lands in
+ * memory that is still in the CPU's caches.
+ * <p>
+ * Thread-safe, lock-free, and it allocates nothing on the Java heap beyond the segment it hands out: each size class
+ * is a stack linked through the cached blocks themselves (a cached block's first 8 bytes hold the next one's
+ * address). Any thread may free. One thread at a time takes from the cache (normally the worker's progress thread);
+ * another that comes meanwhile gets fresh memory instead of waiting, which also keeps the stack free of the ABA
+ * problem of concurrent lock-free pops.
+ * <p>
  * {@link Ucx} creates one per instance unless {@link UcxOptions#withAllocator} names another, and empties it at close.
  */
 public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
-    private static final int MIN_CLASS = 16; // 64 KiB
+    private static final int MIN_CLASS = 4; // 16 B: room for the link, malloc's own alignment
     private static final int MAX_CLASS = 26; // 64 MiB
     private final long maxCachedBytes;
     private final AtomicLong cached = new AtomicLong();
+    /** Per size class, the address of the most recently freed block, 0 when none is cached. */
+    private final AtomicLongArray heads = new AtomicLongArray(MAX_CLASS + 1);
+    private final AtomicBoolean taking = new AtomicBoolean();
     private volatile boolean closed;
-    @SuppressWarnings("unchecked")
-    private final ConcurrentLinkedDeque<MemorySegment>[] free = new ConcurrentLinkedDeque[MAX_CLASS + 1];
 
     /** Caches at most {@code maxCachedBytes} of freed blocks. */
     public PooledAllocator(long maxCachedBytes) {
@@ -29,17 +38,14 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
             throw new IllegalArgumentException("negative cache size " + maxCachedBytes);
         }
         this.maxCachedBytes = maxCachedBytes;
-        for (int c = MIN_CLASS; c <= MAX_CLASS; c++) {
-            free[c] = new ConcurrentLinkedDeque<>();
-        }
     }
 
     /** The size class of a request: log2 of the block it is carved from, or -1 when not pooled. */
     private static int sizeClass(long bytes) {
-        if (bytes < (1L << MIN_CLASS) || bytes > (1L << MAX_CLASS)) {
+        if (bytes <= 0 || bytes > (1L << MAX_CLASS)) {
             return -1;
         }
-        return 64 - Long.numberOfLeadingZeros(bytes - 1);
+        return Math.max(MIN_CLASS, 64 - Long.numberOfLeadingZeros(bytes - 1));
     }
 
     @Override
@@ -48,17 +54,42 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
         if (c < 0) {
             return MemoryAllocator.malloc().allocate(bytes);
         }
-        MemorySegment block = free[c].pollFirst(); // last in, first out: the block most likely still in cache
-        if (block != null) {
-            cached.addAndGet(-block.byteSize());
-        } else {
-            long p = Ucp.malloc(1L << c);
+        long p = take(c);
+        if (p == 0) {
+            p = Ucp.malloc(1L << c);
             if (p == 0) {
                 throw new OutOfMemoryError("malloc(" + (1L << c) + ") failed");
             }
-            block = NativeAccess.view(p, 1L << c);
         }
-        return block.asSlice(0, bytes);
+        return NativeAccess.view(p, bytes);
+    }
+
+    /** A cached block of class {@code c}, or 0 when none is cached or another thread is taking one now. */
+    private long take(int c) {
+        if (heads.get(c) == 0 || !taking.compareAndSet(false, true)) {
+            return 0;
+        }
+        try {
+            long p = pop(c);
+            if (p != 0) {
+                cached.addAndGet(-(1L << c));
+            }
+            return p;
+        } finally {
+            taking.set(false);
+        }
+    }
+
+    /** Unlinks the top block of class {@code c}; only while holding {@link #taking}. */
+    private long pop(int c) {
+        long p;
+        do {
+            p = heads.get(c);
+            if (p == 0) {
+                return 0;
+            }
+        } while (!heads.compareAndSet(c, p, NativeAccess.getLong(p)));
+        return p;
     }
 
     @Override
@@ -68,17 +99,22 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
             MemoryAllocator.malloc().free(segment);
             return;
         }
+        long p = segment.address();
         long size = 1L << c;
         if (!closed && cached.addAndGet(size) <= maxCachedBytes) {
-            free[c].addFirst(NativeAccess.view(segment.address(), size));
+            long head;
+            do {
+                head = heads.get(c);
+                NativeAccess.setLong(p, head);
+            } while (!heads.compareAndSet(c, head, p));
             if (closed) { // raced with close(): give back what close may have missed
                 drain(c);
             }
-        } else if (closed) {
-            Ucp.free(segment.address());
         } else {
-            cached.addAndGet(-size);
-            Ucp.free(segment.address());
+            if (!closed) {
+                cached.addAndGet(-size);
+            }
+            Ucp.free(p);
         }
     }
 
@@ -97,10 +133,17 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
     }
 
     private void drain(int c) {
-        MemorySegment b;
-        while ((b = free[c].poll()) != null) {
-            cached.addAndGet(-b.byteSize());
-            Ucp.free(b.address());
+        while (!taking.compareAndSet(false, true)) {
+            Thread.onSpinWait(); // a take in progress lasts a few instructions
+        }
+        try {
+            long p;
+            while ((p = pop(c)) != 0) {
+                cached.addAndGet(-(1L << c));
+                Ucp.free(p);
+            }
+        } finally {
+            taking.set(false);
         }
     }
 

@@ -74,6 +74,47 @@ class ActiveMessageTest {
     }
 
     @Test
+    void anAllocatorThatRoundsUpGetsBackTheBlockItGave() throws Exception {
+        List<MemorySegment> given = java.util.Collections.synchronizedList(new ArrayList<>());
+        List<MemorySegment> freed = java.util.Collections.synchronizedList(new ArrayList<>());
+        MemoryAllocator pages = new MemoryAllocator() {
+            @Override
+            public MemorySegment allocate(long bytes) {
+                MemorySegment s = MemoryAllocator.malloc().allocate((bytes + 4095) & ~4095L);
+                given.add(s);
+                return s;
+            }
+
+            @Override
+            public void free(MemorySegment segment) {
+                freed.add(segment);
+                MemoryAllocator.malloc().free(segment);
+            }
+        };
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(UcxOptions.defaults().withAllocator(MemoryType.HOST, pages));
+                Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                for (long size : new long[] {100, 1 << 20}) { // eager and rendezvous
+                    client.amSend(MemorySegment.ofArray(header(size)), Data.pattern(arena, size, 6), T);
+                    try (AmMessage m = server.amRecv(T)) {
+                        assertEquals(size, m.payloadLength());
+                        assertEquals(size, m.payload().byteSize(), "the payload is the message, not the block");
+                        Data.verify(m.payload(), size, 6);
+                    }
+                }
+            }
+        }
+        assertEquals(2, given.size());
+        for (int i = 0; i < 2; i++) {
+            assertEquals(given.get(i).address(), freed.get(i).address());
+            assertEquals(given.get(i).byteSize(), freed.get(i).byteSize(), "free gets the whole block back");
+        }
+    }
+
+    @Test
     void activeMessagesBeforeAndAfterTheReceiveIsPosted() throws Exception {
         pair(UcxOptions.defaults(), (client, server, alloc) -> {
             try (Arena arena = Arena.ofShared()) {

@@ -178,6 +178,48 @@ class LifecycleGuardsTest {
     }
 
     @Test
+    void poolReusesSmallBlocksAndNeverHandsOneOutTwice() throws Exception {
+        try (PooledAllocator p = new PooledAllocator(1 << 20)) {
+            MemorySegment a = p.allocate(8);
+            assertEquals(8, a.byteSize());
+            p.free(a);
+            assertEquals(16, p.cachedBytes(), "the smallest class is 16 B");
+            MemorySegment b = p.allocate(16);
+            assertEquals(a.address(), b.address(), "an 8 B and a 16 B message share a class");
+            p.free(b);
+            assertEquals(0, p.allocate(0).byteSize());
+            // threads allocate and free at once (frees from anywhere, takes contended): no block is in two hands
+            int threads = 4;
+            AtomicInteger clashes = new AtomicInteger();
+            Thread[] ts = new Thread[threads];
+            for (int t = 0; t < threads; t++) {
+                long id = t + 1;
+                ts[t] = Thread.ofPlatform().start(() -> {
+                    for (int i = 0; i < 20_000; i++) {
+                        MemorySegment s = p.allocate(40 + i % 24); // 64 B class
+                        long stamp = id << 32 | i;
+                        s.set(java.lang.foreign.ValueLayout.JAVA_LONG, 0, stamp);
+                        s.set(java.lang.foreign.ValueLayout.JAVA_LONG, 32, stamp);
+                        if ((i & 7) == 0) {
+                            Thread.yield();
+                        }
+                        if (s.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0) != stamp
+                                || s.get(java.lang.foreign.ValueLayout.JAVA_LONG, 32) != stamp) {
+                            clashes.incrementAndGet();
+                        }
+                        p.free(s);
+                    }
+                });
+            }
+            for (Thread t : ts) {
+                t.join(30_000);
+            }
+            assertEquals(0, clashes.get(), "a block was handed to two threads at once");
+            assertTrue(p.cachedBytes() >= 64 && p.cachedBytes() % 16 == 0, "cached " + p.cachedBytes());
+        }
+    }
+
+    @Test
     void withoutPeerErrorHandlingMessagesAndRmaFlowAndCloseIsGraceful() throws Exception {
         UcxOptions off = UcxOptions.defaults().withPeerErrorHandling(false);
         try (Ucx a = Ucx.open(off); Ucx b = Ucx.open(off); Arena arena = Arena.ofShared()) {

@@ -13,6 +13,8 @@ public final class AmData {
     final byte kind;
     final byte[] header;
     final MemorySegment payload;
+    /** What the allocator gave (at least the payload's length): what goes back to it. */
+    private final MemorySegment block;
     final MemoryAllocator allocator;
     final EndpointCore ep;
     private volatile boolean freed;
@@ -26,10 +28,11 @@ public final class AmData {
         }
     }
 
-    AmData(byte kind, byte[] header, MemorySegment payload, MemoryAllocator allocator, EndpointCore ep) {
+    AmData(byte kind, byte[] header, MemorySegment block, long length, MemoryAllocator allocator, EndpointCore ep) {
         this.kind = kind;
         this.header = header;
-        this.payload = payload;
+        this.block = block;
+        this.payload = block.byteSize() == length ? block : block.asSlice(0, length);
         this.allocator = allocator;
         this.ep = ep;
     }
@@ -54,7 +57,7 @@ public final class AmData {
     /** Gives the payload back to its allocator; idempotent. */
     public void free() {
         if (FREED.compareAndSet(this, false, true)) {
-            allocator.free(payload);
+            allocator.free(block);
         }
     }
 }

@@ -1931,8 +1931,7 @@ public final class Engine {
             }
             return null;
         }
-        return new AmData(kind, userHeader, payload.byteSize() == length ? payload : payload.asSlice(0, length),
-                allocator, ep);
+        return new AmData(kind, userHeader, payload, length, allocator, ep);
     }
 
     /**

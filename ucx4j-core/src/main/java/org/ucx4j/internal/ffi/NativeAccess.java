@@ -71,6 +71,19 @@ public final class NativeAccess {
         return MemorySegment.ofAddress(address).reinterpret(size);
     }
 
+    /** All of the address space: raw reads and writes at an absolute address, with no segment per access. */
+    private static final MemorySegment EVERYWHERE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+
+    /** The 8-byte word at {@code address} (8-byte aligned, owned by the caller). */
+    public static long getLong(long address) {
+        return EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_LONG, address);
+    }
+
+    /** Writes the 8-byte word at {@code address} (8-byte aligned, owned by the caller). */
+    public static void setLong(long address, long value) {
+        EVERYWHERE.set(java.lang.foreign.ValueLayout.JAVA_LONG, address, value);
+    }
+
     /** {@code segment} bound to {@code scope}: inaccessible once it closes, and {@code cleanup} runs then. */
     public static MemorySegment scoped(MemorySegment segment, Arena scope, Runnable cleanup) {
         return segment.reinterpret(scope, s -> cleanup.run());
