@@ -111,10 +111,10 @@ public final class Engine {
     final Executor executor;
     private final Arena arena = Arena.ofShared();
     private final long context;
-    private final long worker;
+    final long worker;
     private final OpQueue queue = new OpQueue();
     private volatile boolean sleeping;
-    private volatile boolean stopRequested;
+    volatile boolean stopRequested;
     private volatile boolean terminated;
     private final SafeFuture<Void> terminatedFuture;
     private volatile Thread owner;
@@ -124,7 +124,7 @@ public final class Engine {
     private Op[] slots = new Op[256];
     private int[] freeSlots = new int[256];
     private int freeTop;
-    private EndpointCore[] eps = new EndpointCore[64];
+    EndpointCore[] eps = new EndpointCore[64];
     private final java.util.Set<ListenerCore> listeners = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
     /** Rendezvous active messages announced but not yet pulled, oldest first (owner thread). */
@@ -139,6 +139,7 @@ public final class Engine {
     private final MemorySegment sendScratch;
     private final java.util.concurrent.atomic.AtomicInteger connIds = new java.util.concurrent.atomic.AtomicInteger(1);
     private final byte[] workerAddress;
+    private final SharedMemoryCheck shmCheck;
     /** The shared-memory settings UCX needs equal on both sides of a same-host connection (see Handshake). */
     final String shmSettings;
     final byte[] secret;
@@ -230,6 +231,7 @@ public final class Engine {
         }
         this.context = ctx;
         this.worker = wrk;
+        this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
         pollfd.set(JAVA_INT, 0, efd);
         pollfd.set(JAVA_SHORT, 4, (short) 1); // POLLIN
         this.id = register(this);
@@ -253,7 +255,7 @@ public final class Engine {
     }
 
     /** A worker of {@code ctx} that one thread owns ({@code UCS_THREAD_MODE_SINGLE}). */
-    private static long createWorker(long ctx, String what) {
+    static long createWorker(long ctx, String what) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
             MemorySegment wp = a.allocate(UCP_WORKER_PARAMS);
@@ -373,7 +375,7 @@ public final class Engine {
         return key.startsWith("UCX_") ? key.substring(4) : key;
     }
 
-    private static void check(int status, String what) {
+    static void check(int status, String what) {
         if (status != Status.OK) {
             throw UcxException.of(status, what);
         }
@@ -1027,7 +1029,7 @@ public final class Engine {
         submit(op);
     }
 
-    private UcxException closedError(String what) {
+    UcxException closedError(String what) {
         return new EndpointClosedException(what + ": the UCX worker is closed ("
                 + Status.name(Status.ERR_NOT_CONNECTED) + ")", Status.ERR_NOT_CONNECTED);
     }
@@ -1216,8 +1218,8 @@ public final class Engine {
         } finally {
             inProgress = false;
         }
-        if (canarySentAt != 0) {
-            pollCanary();
+        if (shmCheck.inFlight()) {
+            shmCheck.poll();
         }
         Runnable r;
         while ((r = deferred.poll()) != null) {
@@ -1264,7 +1266,7 @@ public final class Engine {
             int st = Ucp.workerArm(worker);
             if (st == Status.OK) {
                 // a caller-mode wait with a deadline must wake to cancel: keep the nap short there
-                Ucp.poll(pollfd.address(), waitingFor != null || canarySentAt != 0 ? 10 : SLEEP_MS);
+                Ucp.poll(pollfd.address(), waitingFor != null || shmCheck.inFlight() ? 10 : SLEEP_MS);
             }
         } finally {
             sleeping = false;
@@ -1762,7 +1764,7 @@ public final class Engine {
                     boolean open = c.state == EndpointCore.OPEN;
                     e.failEndpoint(c, st, "UCX reported an endpoint error");
                     if (open) { // the peer died (not a close already under way)
-                        e.suspectSharedMemory(c);
+                        e.shmCheck.suspect(c);
                     }
                 });
             }
@@ -2241,7 +2243,7 @@ public final class Engine {
             failEndpoint(c, Status.ERR_CONNECTION_RESET,
                     bye ? "the peer closed the endpoint" : "the peer went away (control connection lost)");
             if (!bye) {
-                suspectSharedMemory(c);
+                shmCheck.suspect(c);
             }
         });
     }
@@ -2439,187 +2441,23 @@ public final class Engine {
         return t;
     }
 
-    // ============================================================== shared-memory self-check (owner thread)
-
-    /*
-     * UCX's shared-memory transports (uct_mm: posix, sysv, xpmem) give each worker one receive FIFO that every
-     * same-host peer writes into: a sender claims a slot (moves the FIFO head), copies the message in, then marks the
-     * slot written. A peer killed between claim and mark leaves a slot that is never written, and the receiver reads
-     * its FIFO strictly in order: from then on no shared-memory message from any peer is ever received (the senders'
-     * eager sends complete, their receives here never do). UCX has no recovery for it (seen with UCX 1.13.1 in
-     * roughly every second kill of a peer flooding 30 KB messages). The check: a second, private worker of this
-     * context sends a small tagged message (connection id 0, which no endpoint has) to this worker over the same
-     * transports a ucx4j peer uses; if it is not received within CANARY_NANOS while the worker progresses, the FIFO
-     * is wedged, and every endpoint with a shared-memory lane fails instead of waiting forever.
-     */
-    private static final long CANARY_TAG = EndpointCore.PRIVATE_BIT;
-    private static final long CANARY_NANOS = TimeUnit.SECONDS.toNanos(2);
-    private static final int CANARY_MIN_TURNS = 50;
-    private static final java.util.regex.Pattern SHM_LANE = java.util.regex.Pattern.compile(
-            "\\d+:(posix|sysv|xpmem)/");
-    private long canaryWorker, canaryEp, canarySend;
-    /** When the canary in flight was sent (nanoTime), 0 when none is. */
-    private long canarySentAt;
-    private int canaryTurns;
-    private final ArrayDeque<SafeFuture<Boolean>> canaryWaiters = new ArrayDeque<>();
-    private volatile UcxException shmWedged;
-
-    /** Completed (on the owner thread) with {@link #shmWedged} when the self-check finds the FIFO wedged. */
-    private final java.util.concurrent.CompletableFuture<UcxException> shmFailed =
-            new java.util.concurrent.CompletableFuture<>();
+    // ============================================================== shared-memory self-check
 
     /** Why same-host peers cannot reach this worker any more (its shared-memory FIFO is wedged), or null. */
     public UcxException sharedMemoryFailure() {
-        return shmWedged;
+        return shmCheck.failure();
     }
 
     /** Runs {@code action} once, on the callback executor, when (or if already) the FIFO is found wedged. */
     public void onSharedMemoryFailure(Consumer<? super UcxException> action) {
-        shmFailed.thenAcceptAsync(action, executor).exceptionally(t -> {
-            LOG.warn("ucx4j: worker {}: shared-memory failure callback threw", name, t);
-            return null;
-        });
+        shmCheck.onFailure(action);
     }
 
-    /**
-     * Checks that this worker still receives over shared memory: true if a message sent through its own
-     * shared-memory FIFO arrives, false if it does not within 2 s of progress (the FIFO is wedged: endpoints with a
-     * shared-memory lane have failed).
-     */
+    /** See {@link SharedMemoryCheck#check}. */
     public SafeFuture<Boolean> checkSharedMemory() {
         SafeFuture<Boolean> f = new SafeFuture<>(executor);
-        executeFor(f, () -> {
-            if (shmWedged != null) {
-                f.complete(false);
-                return;
-            }
-            canaryWaiters.add(f);
-            startCanary();
-        });
+        executeFor(f, () -> shmCheck.check(f));
         return f;
-    }
-
-    /** A peer that may have written into this worker's FIFO died: check the FIFO (owner thread). */
-    private void suspectSharedMemory(EndpointCore c) {
-        if (shmWedged == null && !stopRequested && (c.raw || Handshake.isLocal(c.peerHost))) {
-            LOG.debug("ucx4j: same-host peer {} died; checking this worker's shared-memory FIFO", c.peer);
-            startCanary();
-        }
-    }
-
-    private void startCanary() {
-        if (canarySentAt != 0) {
-            return; // one in flight answers every waiter
-        }
-        try {
-            if (canaryWorker == 0) {
-                createCanary();
-            }
-            setParam(0, 0, 0, 0);
-            long r = Ucp.tagSendNbx(canaryEp, scratch.address() + 128, 8, CANARY_TAG, reqParam.address());
-            if (Status.isError(r)) {
-                throw UcxException.of((int) r, "shared-memory check: send");
-            }
-            canarySend = r;
-            canarySentAt = System.nanoTime();
-            canaryTurns = 0;
-        } catch (RuntimeException e) {
-            LOG.warn("ucx4j: could not check the shared-memory FIFO of {}: {}", name, e.toString());
-            SafeFuture<Boolean> w;
-            while ((w = canaryWaiters.poll()) != null) {
-                w.completeExceptionally(e);
-            }
-        }
-    }
-
-    private void createCanary() {
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment out = a.allocate(JAVA_LONG);
-            canaryWorker = createWorker(context, "shared-memory check: ucp_worker_create");
-            MemorySegment addr = a.allocateFrom(JAVA_BYTE, workerAddress);
-            MemorySegment ep = a.allocate(UCP_EP_PARAMS);
-            ep.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE);
-            ep.set(JAVA_LONG, EP_ADDRESS, addr.address());
-            // the error mode of ucx4j's own endpoints, so UCX picks the transports their peers use
-            ep.set(JAVA_INT, EP_ERR_MODE, peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
-            check(Ucp.epCreate(canaryWorker, ep.address(), out.address()), "shared-memory check: ucp_ep_create");
-            canaryEp = out.get(JAVA_LONG, 0);
-        }
-    }
-
-    /** After each progress call while the canary is out: arrived, or overdue (owner thread). */
-    private void pollCanary() {
-        Ucp.workerProgress(canaryWorker);
-        if (canarySend != 0 && Ucp.requestCheckStatus(canarySend) != Status.INPROGRESS) {
-            Ucp.requestFree(canarySend);
-            canarySend = 0;
-        }
-        long msg = Ucp.tagProbeNb(worker, CANARY_TAG, -1L, true, scratch.address());
-        boolean arrived = msg != 0;
-        if (arrived) {
-            setParam(0, 0, 0, 0);
-            long r = Ucp.tagMsgRecvNbx(worker, scratch.address() + 136, 8, msg, reqParam.address());
-            if (r != 0 && !Status.isError(r)) {
-                Ucp.requestFree(r); // an 8-byte eager message is received at once; never left behind anyway
-            }
-        } else if (++canaryTurns < CANARY_MIN_TURNS || System.nanoTime() - canarySentAt < CANARY_NANOS) {
-            return;
-        }
-        canarySentAt = 0;
-        if (!arrived) {
-            sharedMemoryWedged();
-        }
-        SafeFuture<Boolean> w;
-        while ((w = canaryWaiters.poll()) != null) {
-            w.complete(arrived);
-        }
-    }
-
-    /** The FIFO is wedged: fail every endpoint with a shared-memory lane, refuse same-host peers from now on. */
-    private void sharedMemoryWedged() {
-        UcxException e = UcxException.of(Status.ERR_IO_ERROR, "this worker's shared-memory receive FIFO is wedged: "
-                + "a same-host peer was killed while writing a message into it, and UCX reads the FIFO in order, so "
-                + "no shared-memory message from any peer can be received any more (a UCX limitation); reopen the "
-                + "Ucx");
-        shmWedged = e;
-        LOG.error("ucx4j: worker {}: {}", name, e.getMessage());
-        shmFailed.complete(e); // callbacks are handed to the executor: no user code on this thread
-        for (EndpointCore c : eps) {
-            if (c != null && c.state == EndpointCore.OPEN && c.handle != 0
-                    && SHM_LANE.matcher(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).find()) {
-                c.failure = e;
-                abortOnOwner(c, e);
-            }
-        }
-    }
-
-    /** Closes the canary's endpoint and worker (owner thread, worker shutting down). */
-    private void destroyCanary() {
-        if (canaryWorker == 0) {
-            return;
-        }
-        if (canarySend != 0) {
-            Ucp.requestCancel(canaryWorker, canarySend);
-            Ucp.requestFree(canarySend);
-            canarySend = 0;
-        }
-        setParam(UCP_OP_ATTR_FIELD_FLAGS, 0, 0, UCP_EP_CLOSE_FLAG_FORCE);
-        long r = Ucp.epCloseNbx(canaryEp, reqParam.address());
-        if (r != 0 && !Status.isError(r)) {
-            for (int i = 0; i < 10_000 && Ucp.requestCheckStatus(r) == Status.INPROGRESS; i++) {
-                Ucp.workerProgress(canaryWorker);
-            }
-            Ucp.requestFree(r);
-        }
-        Ucp.workerDestroy(canaryWorker);
-        canaryWorker = 0;
-        canaryEp = 0;
-        canarySentAt = 0;
-        UcxException closed = closedError("shared-memory check");
-        SafeFuture<Boolean> w;
-        while ((w = canaryWaiters.poll()) != null) {
-            w.completeExceptionally(closed);
-        }
     }
 
     // ============================================================== memory registration and remote keys
@@ -2867,7 +2705,7 @@ public final class Engine {
                 Ucp.rkeyDestroy(rkey);
             }
             rkeys.clear();
-            destroyCanary();
+            shmCheck.destroy();
             Ucp.workerDestroy(worker);
             for (long p : stagings) { // UCX can no longer touch the stuck ops' memory
                 Ucp.free(p);
