@@ -154,10 +154,7 @@ public final class Engine {
     private final Inbox rawInbox = new Inbox();
     private final org.ucx4j.MemoryAllocator allocator;
     /** Live remote keys and memory registrations (owner thread), released before the worker and context go. */
-    private final java.util.Set<Long> rkeys = new java.util.HashSet<>();
-    private final java.util.Set<Long> memhs = new java.util.HashSet<>();
-    /** The arenas of segments over UCX-allocated memory, by memh: closed before the memory is freed. */
-    private final java.util.Map<Long, Arena> allocated = new java.util.HashMap<>();
+    private final Registrations registrations;
     private final int maxFrames;
     private final long maxMessageBytes;
     private int idle;
@@ -232,6 +229,7 @@ public final class Engine {
         this.context = ctx;
         this.worker = wrk;
         this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
+        this.registrations = new Registrations(ctx);
         pollfd.set(JAVA_INT, 0, efd);
         pollfd.set(JAVA_SHORT, 4, (short) 1); // POLLIN
         this.id = register(this);
@@ -2464,56 +2462,12 @@ public final class Engine {
 
     /** Registers {@code length} bytes at {@code address} for RMA (local and remote read/write); returns the memh. */
     public long memMap(long address, long length) {
-        return onOwner("register memory", () -> {
-            try (Arena a = Arena.ofConfined()) {
-                long memh = ucpMemMap(a, address, length, 0);
-                memhs.add(memh);
-                return memh;
-            }
-        });
+        return onOwner("register memory", () -> registrations.map(address, length));
     }
 
-    /** {@code ucp_mem_map} of host memory for local and remote read/write, with {@code flags}; owner thread. */
-    private long ucpMemMap(Arena a, long address, long length, int flags) {
-        MemorySegment p = a.allocate(UCP_MEM_MAP_PARAMS);
-        p.set(JAVA_LONG, MMP_FIELD_MASK, UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
-                | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
-        p.set(JAVA_LONG, MMP_ADDRESS, address);
-        p.set(JAVA_LONG, MMP_LENGTH, length);
-        p.set(JAVA_INT, MMP_FLAGS, flags);
-        p.set(JAVA_INT, MMP_PROT, UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE
-                | UCP_MEM_MAP_PROT_REMOTE_READ | UCP_MEM_MAP_PROT_REMOTE_WRITE);
-        p.set(JAVA_INT, MMP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
-        MemorySegment out = a.allocate(JAVA_LONG);
-        check(Ucp.memMap(context, p.address(), out.address()), flags == 0 ? "ucp_mem_map" : "ucp_mem_map(allocate)");
-        return out.get(JAVA_LONG, 0);
-    }
-
-    /**
-     * Has UCX allocate and register {@code length} bytes ({@code ucp_mem_map} with {@code UCP_MEM_MAP_ALLOCATE}, as
-     * ucx_perftest does): UCX takes shared memory first (sysv, posix), which peers on this host map and copy from
-     * directly instead of going through the kernel. Returns the registration and a segment over the memory in
-     * {@code arena}; the arena is closed before the memory is freed, however that happens.
-     */
+    /** See {@link Registrations#allocate}. */
     public Allocation memAllocate(long length, Arena arena) {
-        return onOwner("allocate memory", () -> {
-            try (Arena a = Arena.ofConfined()) {
-                long memh = ucpMemMap(a, 0, length, UCP_MEM_MAP_ALLOCATE);
-                MemorySegment attr = a.allocate(UCP_MEM_ATTR);
-                attr.set(JAVA_LONG, MA_FIELD_MASK, UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH);
-                int st = Ucp.memQuery(memh, attr.address());
-                if (st != Status.OK) {
-                    Ucp.memUnmap(context, memh);
-                    check(st, "ucp_mem_query");
-                }
-                long address = attr.get(JAVA_LONG, MA_ADDRESS);
-                // UCX may round the length up; the caller sees what it asked for
-                MemorySegment seg = MemorySegment.ofAddress(address).reinterpret(length, arena, null);
-                memhs.add(memh);
-                allocated.put(memh, arena);
-                return new Allocation(memh, seg);
-            }
-        });
+        return onOwner("allocate memory", () -> registrations.allocate(length, arena));
     }
 
     /** A registration of memory UCX allocated, and the segment over it. */
@@ -2525,37 +2479,14 @@ public final class Engine {
             return;
         }
         onOwner("unregister memory", () -> {
-            if (memhs.remove(memh)) {
-                unmap(memh);
-            }
+            registrations.unmap(memh);
             return null;
         });
     }
 
-    private void unmap(long memh) {
-        Arena arena = allocated.remove(memh);
-        if (arena != null) {
-            try {
-                arena.close(); // the segment goes before the memory does
-            } catch (IllegalStateException alreadyClosed) {
-                // closed by the region itself
-            }
-        }
-        check(Ucp.memUnmap(context, memh), "ucp_mem_unmap");
-    }
-
     /** The packed remote key of a registration ({@code ucp_rkey_pack}). */
     public byte[] rkeyPack(long memh) {
-        return onOwner("pack remote key", () -> {
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment out = a.allocate(JAVA_LONG, 2);
-                check(Ucp.rkeyPack(context, memh, out.address(), out.address() + 8), "ucp_rkey_pack");
-                long buf = out.getAtIndex(JAVA_LONG, 0);
-                byte[] b = NativeAccess.view(buf, out.getAtIndex(JAVA_LONG, 1)).toArray(JAVA_BYTE);
-                Ucp.rkeyBufferRelease(buf);
-                return b;
-            }
-        });
+        return onOwner("pack remote key", () -> registrations.pack(memh));
     }
 
     /** Unpacks remote-key bytes (already validated) on an endpoint; returns the rkey handle. */
@@ -2565,15 +2496,7 @@ public final class Engine {
             if (bad != null) {
                 throw bad;
             }
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment buf = a.allocate(Math.max(1, packed.length), 16);
-                MemorySegment.copy(packed, 0, buf, JAVA_BYTE, 0, packed.length);
-                MemorySegment out = a.allocate(JAVA_LONG);
-                check(Ucp.epRkeyUnpack(ep.handle, buf.address(), out.address()), "ucp_ep_rkey_unpack");
-                long rkey = out.get(JAVA_LONG, 0);
-                rkeys.add(rkey);
-                return rkey;
-            }
+            return registrations.unpack(ep, packed);
         });
     }
 
@@ -2583,9 +2506,7 @@ public final class Engine {
             return;
         }
         onOwner("destroy remote key", () -> {
-            if (rkeys.remove(rkey)) {
-                Ucp.rkeyDestroy(rkey);
-            }
+            registrations.destroyRkey(rkey);
             return null;
         });
     }
@@ -2701,10 +2622,7 @@ public final class Engine {
             while ((held = heldPulls.poll()) != null) { // announced by raw peers, never pulled
                 Ucp.amDataRelease(worker, held.address);
             }
-            for (long rkey : rkeys) {
-                Ucp.rkeyDestroy(rkey);
-            }
-            rkeys.clear();
+            registrations.destroyRkeys();
             shmCheck.destroy();
             Ucp.workerDestroy(worker);
             for (long p : stagings) { // UCX can no longer touch the stuck ops' memory
@@ -2713,14 +2631,7 @@ public final class Engine {
             for (AmData m : messages) {
                 m.free();
             }
-            for (long memh : memhs) {
-                try {
-                    unmap(memh);
-                } catch (UcxException ignored) {
-                    // going anyway
-                }
-            }
-            memhs.clear();
+            registrations.unmapAll();
             Ucp.cleanup(context);
             UcxException closed = new CanceledException("receive canceled: the UCX worker was closed ("
                     + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED);
