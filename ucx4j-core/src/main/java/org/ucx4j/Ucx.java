@@ -158,7 +158,7 @@ public final class Ucx implements AutoCloseable {
     /** The effective UCX configuration for {@code options} as {@code KEY -> value} (keys without {@code UCX_}). */
     public static Map<String, String> config(UcxOptions options) {
         requireAvailable();
-        String text = Engine.effectiveConfig(options.ucxOptions(), options.environmentWins());
+        String text = org.ucx4j.internal.engine.UcxConfig.effective(options.ucxOptions(), options.environmentWins());
         Map<String, String> m = new LinkedHashMap<>();
         for (String line : text.split("\n")) {
             int eq = line.indexOf('=');

@@ -189,7 +189,7 @@ public final class Engine {
         long ctx = 0, wrk = 0;
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
-            long config = readConfig(cfg.ucxOptions(), cfg.environmentWins());
+            long config = UcxConfig.read(cfg.ucxOptions(), cfg.environmentWins());
             try {
                 MemorySegment p = a.allocate(UCP_PARAMS);
                 p.set(JAVA_LONG, PARAMS_FIELD_MASK, UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME);
@@ -221,7 +221,7 @@ public final class Engine {
             // the same-host check compares these only when both sides opened a shared-memory transport
             long opened = ctx;
             this.shmSettings = TransportInfo.resources(Ucp.capture(f -> Ucp.contextPrintInfo(opened, f))).stream()
-                    .anyMatch(TransportInfo::isSharedMemory) ? shmSettings() : "";
+                    .anyMatch(TransportInfo::isSharedMemory) ? UcxConfig.sharedMemorySettings() : "";
         } catch (RuntimeException e) {
             arena.close();
             throw e;
@@ -275,102 +275,6 @@ public final class Engine {
             p.set(JAVA_LONG, AHP_ARG, ((long) amId << 32) | id);
             check(Ucp.setAmRecvHandler(worker, p.address()), "ucp_worker_set_am_recv_handler");
         }
-    }
-
-    /**
-     * {@code ucp_config_read} plus the given options (keys with or without {@code UCX_}); an option whose
-     * {@code UCX_} variable is set in the environment is skipped when {@code environmentWins}. Caller releases.
-     */
-    static long readConfig(Map<String, String> options, boolean environmentWins) {
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment out = a.allocate(JAVA_LONG);
-            check(Ucp.configRead(0, 0, out.address()), "ucp_config_read");
-            long config = out.get(JAVA_LONG, 0);
-            for (Map.Entry<String, String> e : options.entrySet()) {
-                String key = stripPrefix(e.getKey());
-                if (environmentWins && System.getenv("UCX_" + key) != null) {
-                    continue;
-                }
-                if (!UcpKeys.SET.contains(key) && !Ucp.isGlobalOption(key)) {
-                    // a transport option (POSIX_FIFO_SIZE, TCP_...): UCX 1.13 accepts it in ucp_config_modify but
-                    // never applies it ("invalid configuration"); its interfaces read it from the environment
-                    Ucp.setenv("UCX_" + key, e.getValue(), true);
-                    continue;
-                }
-                int st = Ucp.configModify(config, a.allocateFrom(key).address(), a.allocateFrom(e.getValue()).address());
-                if (st != Status.OK) {
-                    Ucp.configRelease(config);
-                    throw new ConfigException("UCX option " + key + "=" + e.getValue() + " refused: "
-                            + Status.describe(st), st);
-                }
-            }
-            return config;
-        }
-    }
-
-    /** The effective UCX configuration ({@code UCX_KEY=value} lines) for these options. */
-    public static String effectiveConfig(Map<String, String> options, boolean environmentWins) {
-        Ucp.ensureLoaded();
-        long config = readConfig(options, environmentWins);
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment title = a.allocateFrom("");
-            return Ucp.capture(f -> Ucp.configPrint(config, f, title.address(), UCS_CONFIG_PRINT_CONFIG));
-        } finally {
-            Ucp.configRelease(config);
-        }
-    }
-
-    /**
-     * UCX's shared-memory transports size a peer's receive FIFO with the sender's own settings, so two processes
-     * with different FIFO sizes corrupt each other's memory (and with different segment sizes, unless both worker
-     * addresses are v2). These are the settings a same-host peer must share (as UCX will use them: the environment
-     * when the worker was created, else UCX's default: FIFOs of 64 slots up to UCX 1.15, 256 since 1.16, so two
-     * processes on different UCX versions with no settings of their own differ too).
-     */
-    private static String shmSettings() {
-        StringBuilder b = new StringBuilder();
-        int[] version = Ucp.version();
-        String fifo = version[0] > 1 || version[1] >= 16 ? "256" : "64";
-        String[][] keys = {{"POSIX_FIFO_SIZE", fifo}, {"SYSV_FIFO_SIZE", fifo}, {"POSIX_SEG_SIZE", "8256"},
-            {"SYSV_SEG_SIZE", "8256"}};
-        for (String[] k : keys) {
-            String v = Ucp.getenv("UCX_" + k[0]);
-            b.append(b.isEmpty() ? "" : " ").append("UCX_").append(k[0]).append('=').append(v == null ? k[1] : v);
-        }
-        return b.toString();
-    }
-
-    /** The options in UCP's own table, hidden ones included (what {@code ucp_config_print} can list). */
-    private static final class UcpKeys {
-        static final java.util.Set<String> SET = read();
-
-        private static java.util.Set<String> read() {
-            java.util.Set<String> keys = new java.util.HashSet<>();
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment out = a.allocate(JAVA_LONG);
-                check(Ucp.configRead(0, 0, out.address()), "ucp_config_read");
-                long config = out.get(JAVA_LONG, 0);
-                MemorySegment title = a.allocateFrom("");
-                String text;
-                try {
-                    text = Ucp.capture(f -> Ucp.configPrint(config, f, title.address(),
-                            UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HIDDEN));
-                } finally {
-                    Ucp.configRelease(config);
-                }
-                for (String line : text.split("\n")) {
-                    int eq = line.indexOf('=');
-                    if (line.startsWith("UCX_") && eq > 4) {
-                        keys.add(line.substring(4, eq));
-                    }
-                }
-            }
-            return keys;
-        }
-    }
-
-    private static String stripPrefix(String key) {
-        return key.startsWith("UCX_") ? key.substring(4) : key;
     }
 
     static void check(int status, String what) {

@@ -1,0 +1,113 @@
+package org.ucx4j.internal.engine;
+
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.ucx4j.internal.ffi.Structs.UCS_CONFIG_PRINT_CONFIG;
+import static org.ucx4j.internal.ffi.Structs.UCS_CONFIG_PRINT_HIDDEN;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Map;
+import org.ucx4j.ConfigException;
+import org.ucx4j.internal.ffi.Status;
+import org.ucx4j.internal.ffi.Ucp;
+
+/** UCX configuration: the options a context is created with, their effective values, same-host settings. */
+public final class UcxConfig {
+    private UcxConfig() {}
+
+    /**
+     * {@code ucp_config_read} plus the given options (keys with or without {@code UCX_}); an option whose
+     * {@code UCX_} variable is set in the environment is skipped when {@code environmentWins}. Caller releases.
+     */
+    static long read(Map<String, String> options, boolean environmentWins) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment out = a.allocate(JAVA_LONG);
+            Engine.check(Ucp.configRead(0, 0, out.address()), "ucp_config_read");
+            long config = out.get(JAVA_LONG, 0);
+            for (Map.Entry<String, String> e : options.entrySet()) {
+                String key = stripPrefix(e.getKey());
+                if (environmentWins && System.getenv("UCX_" + key) != null) {
+                    continue;
+                }
+                if (!UcpKeys.SET.contains(key) && !Ucp.isGlobalOption(key)) {
+                    // a transport option (POSIX_FIFO_SIZE, TCP_...): UCX 1.13 accepts it in ucp_config_modify but
+                    // never applies it ("invalid configuration"); its interfaces read it from the environment
+                    Ucp.setenv("UCX_" + key, e.getValue(), true);
+                    continue;
+                }
+                int st = Ucp.configModify(config, a.allocateFrom(key).address(), a.allocateFrom(e.getValue()).address());
+                if (st != Status.OK) {
+                    Ucp.configRelease(config);
+                    throw new ConfigException("UCX option " + key + "=" + e.getValue() + " refused: "
+                            + Status.describe(st), st);
+                }
+            }
+            return config;
+        }
+    }
+
+    /** The effective UCX configuration ({@code UCX_KEY=value} lines) for these options. */
+    public static String effective(Map<String, String> options, boolean environmentWins) {
+        Ucp.ensureLoaded();
+        long config = read(options, environmentWins);
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment title = a.allocateFrom("");
+            return Ucp.capture(f -> Ucp.configPrint(config, f, title.address(), UCS_CONFIG_PRINT_CONFIG));
+        } finally {
+            Ucp.configRelease(config);
+        }
+    }
+
+    /**
+     * UCX's shared-memory transports size a peer's receive FIFO with the sender's own settings, so two processes
+     * with different FIFO sizes corrupt each other's memory (and with different segment sizes, unless both worker
+     * addresses are v2). These are the settings a same-host peer must share (as UCX will use them: the environment
+     * when the worker was created, else UCX's default: FIFOs of 64 slots up to UCX 1.15, 256 since 1.16, so two
+     * processes on different UCX versions with no settings of their own differ too).
+     */
+    static String sharedMemorySettings() {
+        StringBuilder b = new StringBuilder();
+        int[] version = Ucp.version();
+        String fifo = version[0] > 1 || version[1] >= 16 ? "256" : "64";
+        String[][] keys = {{"POSIX_FIFO_SIZE", fifo}, {"SYSV_FIFO_SIZE", fifo}, {"POSIX_SEG_SIZE", "8256"},
+            {"SYSV_SEG_SIZE", "8256"}};
+        for (String[] k : keys) {
+            String v = Ucp.getenv("UCX_" + k[0]);
+            b.append(b.isEmpty() ? "" : " ").append("UCX_").append(k[0]).append('=').append(v == null ? k[1] : v);
+        }
+        return b.toString();
+    }
+
+    /** The options in UCP's own table, hidden ones included (what {@code ucp_config_print} can list). */
+    private static final class UcpKeys {
+        static final java.util.Set<String> SET = read();
+
+        private static java.util.Set<String> read() {
+            java.util.Set<String> keys = new java.util.HashSet<>();
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment out = a.allocate(JAVA_LONG);
+                Engine.check(Ucp.configRead(0, 0, out.address()), "ucp_config_read");
+                long config = out.get(JAVA_LONG, 0);
+                MemorySegment title = a.allocateFrom("");
+                String text;
+                try {
+                    text = Ucp.capture(f -> Ucp.configPrint(config, f, title.address(),
+                            UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HIDDEN));
+                } finally {
+                    Ucp.configRelease(config);
+                }
+                for (String line : text.split("\n")) {
+                    int eq = line.indexOf('=');
+                    if (line.startsWith("UCX_") && eq > 4) {
+                        keys.add(line.substring(4, eq));
+                    }
+                }
+            }
+            return keys;
+        }
+    }
+
+    private static String stripPrefix(String key) {
+        return key.startsWith("UCX_") ? key.substring(4) : key;
+    }
+}
