@@ -56,7 +56,6 @@ public final class Engine {
     private static final int AWAIT_SPINS = 500;
     private static final int YIELDS = 200;
     private static final int SLEEP_MS = 1000;
-    private static final byte[] NO_BYTES = new byte[0];
 
     // ---- registry: upcalls find their engine by id (written before the owner thread starts)
     private static final Engine[] REGISTRY = new Engine[1 << 16];
@@ -79,7 +78,7 @@ public final class Engine {
     }
 
     // ---- upcall stubs, created once per JVM
-    private static final class Stubs {
+    static final class Stubs {
         static final MemorySegment SEND = stub("onSend", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG));
         static final MemorySegment TAG_RECV = stub("onTagRecv",
                 FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG));
@@ -121,20 +120,17 @@ public final class Engine {
     private final int efd;
 
     // ---- owner-thread state
-    private Op[] slots = new Op[256];
+    Op[] slots = new Op[256];
     private int[] freeSlots = new int[256];
     private int freeTop;
     EndpointCore[] eps = new EndpointCore[64];
     private final java.util.Set<ListenerCore> listeners = java.util.concurrent.ConcurrentHashMap.newKeySet();
-    private final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
-    /** Rendezvous active messages announced but not yet pulled, oldest first (owner thread). */
-    private final ArrayDeque<Op> heldPulls = new ArrayDeque<>();
-    private final Runnable startPulls = this::startPulls;
-    private final long pullBudget;
-    private int pullsInFlight;
-    private long bytesInFlight;
-    private boolean pullsScheduled;
-    private final MemorySegment reqParam, lenOut, pollfd, scratch, epParams;
+    /** Work for after the current progress call (owner thread): upcalls must not call back into UCX. */
+    final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
+    /** Active messages in: inboxes, rendezvous pulls, handlers (owner thread). */
+    private final AmReceiver amReceiver;
+    final MemorySegment reqParam;
+    private final MemorySegment lenOut, pollfd, scratch, epParams;
     /** Owner thread: staging for short active messages sent inside the call. */
     private final MemorySegment sendScratch;
     private final java.util.concurrent.atomic.AtomicInteger connIds = new java.util.concurrent.atomic.AtomicInteger(1);
@@ -148,15 +144,10 @@ public final class Engine {
     final boolean peerErrorHandling;
     private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
     /** Endpoints by local connection id, from before the handshake: active messages find their endpoint here. */
-    private final java.util.concurrent.ConcurrentHashMap<Integer, EndpointCore> byConnId =
+    final java.util.concurrent.ConcurrentHashMap<Integer, EndpointCore> byConnId =
             new java.util.concurrent.ConcurrentHashMap<>();
-    /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
-    private final Inbox rawInbox = new Inbox();
-    private final org.ucx4j.MemoryAllocator allocator;
     /** Live remote keys and memory registrations (owner thread), released before the worker and context go. */
     private final Registrations registrations;
-    private final int maxFrames;
-    private final long maxMessageBytes;
     private int idle;
     /** Owner thread: inside ucp_worker_progress (upcalls, and whatever completing a future runs there). */
     private boolean inProgress;
@@ -168,10 +159,6 @@ public final class Engine {
         this.executor = cfg.executor();
         this.secret = cfg.secret();
         this.handshakeTimeoutNanos = cfg.handshakeTimeoutNanos();
-        this.allocator = cfg.allocator();
-        this.maxFrames = cfg.maxFrames();
-        this.pullBudget = cfg.pullBudget();
-        this.maxMessageBytes = cfg.maxMessageBytes();
         this.peerErrorHandling = cfg.peerErrorHandling();
         this.terminatedFuture = new SafeFuture<>(executor);
         this.reqParam = arena.allocate(UCP_REQUEST_PARAM);
@@ -229,6 +216,7 @@ public final class Engine {
         this.context = ctx;
         this.worker = wrk;
         this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
+        this.amReceiver = new AmReceiver(this, cfg);
         this.registrations = new Registrations(ctx);
         pollfd.set(JAVA_INT, 0, efd);
         pollfd.set(JAVA_SHORT, 4, (short) 1); // POLLIN
@@ -788,7 +776,7 @@ public final class Engine {
             return awaitFuture(amTake(ep, kind), timeoutNanos, what);
         }
         checkNotInProgress(what);
-        Inbox in = ep == null ? rawInbox : ep.inboxes[kind];
+        Inbox in = amReceiver.inbox(ep, kind);
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         idle = 0;
         for (int turns = 1; ; turns++) {
@@ -825,7 +813,7 @@ public final class Engine {
             f.completeExceptionally(closedError("receive"));
             return;
         }
-        Inbox in = ep == null ? rawInbox : ep.inboxes[kind];
+        Inbox in = amReceiver.inbox(ep, kind);
         in.take(f, ep == null ? null : ep.unusable(kind == AmWire.PLAIN ? "active message receive"
                 : kind == AmWire.FRAMES ? "frames receive" : "object receive"));
     }
@@ -1440,7 +1428,7 @@ public final class Engine {
         op.pendingPrev = op.pendingNext = null;
     }
 
-    private void setParam(int attrMask, long cb, long userData, int flags) {
+    void setParam(int attrMask, long cb, long userData, int flags) {
         MemorySegment p = reqParam;
         p.set(JAVA_INT, RP_OP_ATTR_MASK, attrMask);
         p.set(JAVA_INT, RP_FLAGS, flags);
@@ -1449,7 +1437,7 @@ public final class Engine {
         p.set(JAVA_INT, RP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
     }
 
-    private long userData(int slot) {
+    long userData(int slot) {
         return ((long) id << 32) | slot;
     }
 
@@ -1457,7 +1445,7 @@ public final class Engine {
      * Records the outcome of an nbx call; true while the op is still in flight. Once an op has finished, its
      * waiter may already be reusing it, so the owner must not touch it again: "still in its slot" is the test.
      */
-    private boolean posted(Op op, int slot, long r, long immediateLength, long immediateTag) {
+    boolean posted(Op op, int slot, long r, long immediateLength, long immediateTag) {
         if (r == 0) {
             releaseSlot(slot);
             complete(op, Status.OK, immediateLength, immediateTag);
@@ -1475,7 +1463,7 @@ public final class Engine {
         return true;
     }
 
-    private int allocSlot(Op op) {
+    int allocSlot(Op op) {
         if (freeTop == 0) {
             growSlots();
         }
@@ -1514,7 +1502,7 @@ public final class Engine {
         switch (op.kind) {
             case Op.FLUSH, Op.CLOSE -> op.finish(0, 0, status == Status.OK ? null : UcxException.of(status, op.what));
             case Op.RMA_FLUSH -> op.finish(0, 0, status == Status.OK ? null : errorFor(op, status));
-            case Op.AM_DATA -> amDataDone(op, status);
+            case Op.AM_DATA -> amReceiver.pulled(op, status);
             default -> {
                 if (status == Status.OK) {
                     if (op.copyBack != null) {
@@ -1545,7 +1533,7 @@ public final class Engine {
     }
 
     /** Owner thread: counts a received message, and closes as armed by closeAfterReceives. */
-    private void receiveCompleted(EndpointCore ep) {
+    void receiveCompleted(EndpointCore ep) {
         ep.receivesCompleted++;
         checkCloseAfter(ep);
     }
@@ -1562,7 +1550,7 @@ public final class Engine {
         }
     }
 
-    private UcxException errorFor(Op op, int status) {
+    UcxException errorFor(Op op, int status) {
         EndpointCore ep = op.ep;
         if (ep != null) {
             UcxException f = ep.failure;
@@ -1648,7 +1636,7 @@ public final class Engine {
         try {
             Engine e = REGISTRY[(int) arg];
             long attr = NativeAccess.view(param, UCP_AM_RECV_PARAM.byteSize()).get(JAVA_LONG, ARP_RECV_ATTR);
-            return e.amArrived((int) (arg >>> 32), header, headerLength, data, length,
+            return e.amReceiver.arrived((int) (arg >>> 32), header, headerLength, data, length,
                     (attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
         } catch (Throwable t) {
             LOG.error("ucx4j active message callback failed", t);
@@ -1686,320 +1674,14 @@ public final class Engine {
         complete(op, status, length < 0 ? op.length : length, tag);
     }
 
-    // ============================================================== active messages (owner thread)
-
-    /**
-     * An active message arrived: find its inbox, check it against the caps before allocating anything, take the
-     * payload into receiver-allocated memory (copied when eager, pulled by {@code ucp_am_recv_data_nbx} when
-     * rendezvous) and deliver it. A message that cannot be taken becomes an error entry, so its receive fails.
-     */
-    private int amArrived(int amId, long header, long headerLength, long data, long length, boolean rndv) {
-        EndpointCore ep = null;
-        byte kind = AmWire.PLAIN;
-        MemorySegment user = NativeAccess.view(header, headerLength);
-        if (amId == AmWire.ID_UCX4J) {
-            if (headerLength < AmWire.PREFIX) {
-                LOG.warn("ucx4j: dropped an active message with a {}-byte header (not from ucx4j)", headerLength);
-                return rndv ? Status.ERR_INVALID_PARAM : Status.OK;
-            }
-            ep = byConnId.get(user.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, 0) & 0x7fffffff);
-            kind = user.get(JAVA_BYTE, 4);
-            user = user.asSlice(AmWire.PREFIX);
-            if (ep == null || kind < 0 || kind >= AmWire.KINDS) {
-                LOG.debug("ucx4j: dropped an active message for unknown connection or kind {}", kind);
-                return rndv ? Status.ERR_NOT_CONNECTED : Status.OK;
-            }
-        }
-        Inbox inbox = ep == null ? rawInbox : ep.inboxes[kind];
-        String refusal = AmWire.refusal(kind, user, length, maxFrames, maxMessageBytes);
-        if (refusal != null) {
-            LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
-            deliverInOrder(ep, inbox, new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
-                    + Status.name(Status.ERR_EXCEEDS_LIMIT) + ")", Status.ERR_EXCEEDS_LIMIT,
-                    kind == AmWire.PLAIN ? user.toArray(JAVA_BYTE) : NO_BYTES));
-            return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
-        }
-        if (rndv && ep != null && (ep.state == EndpointCore.FAILED || ep.state == EndpointCore.CLOSED)) {
-            // announced by a peer this side already gave up on: a pull might never complete (see dropPulls)
-            LOG.debug("ucx4j: dropped a rendezvous message announced on {} after it went away", ep.peer);
-            return Status.ERR_CANCELED;
-        }
-        byte[] userHeader = user.byteSize() == 0 ? NO_BYTES : user.toArray(JAVA_BYTE);
-        if (rndv) {
-            // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
-            Op op = new Op(this);
-            op.kind = Op.AM_DATA;
-            op.what = "active message receive";
-            op.ep = ep;
-            op.inbox = inbox;
-            op.address = data;
-            op.length = length;
-            op.amId = kind;
-            op.keepAlive = userHeader;
-            heldPulls.add(op);
-            if (ep != null) { // what arrives after it on this endpoint waits for it (raw peers: as UCX delivers)
-                inbox.inOrder.add(op);
-            }
-            schedulePulls();
-            return Status.INPROGRESS;
-        }
-        AmData m = take(ep, inbox, kind, userHeader, length, null);
-        if (m == null) {
-            return Status.OK;
-        }
-        MemorySegment.copy(NativeAccess.view(data, length), 0, m.payload, 0, length);
-        if (Jfr.AVAILABLE && Jfr.transfers) {
-            Jfr.TransferEvent ev = Jfr.begin();
-            if (ev != null) {
-                Jfr.end(ev, "active message receive", length, 0, ep, "OK");
-            }
-        }
-        if (ep != null) {
-            ep.stats.received(length, 0);
-        }
-        deliverInOrder(ep, inbox, m);
-        return Status.OK;
-    }
-
-    /** A finished message or error: out now, or after the unfinished pulls that arrived before it (owner thread). */
-    private void deliverInOrder(EndpointCore ep, Inbox inbox, Object entry) {
-        if (inbox.inOrder.isEmpty()) {
-            handOut(ep, inbox, entry);
-        } else {
-            inbox.inOrder.add(entry);
-        }
-    }
-
-    /** Delivers the inbox's waiting entries from the oldest up to the first pull still unfinished. */
-    private void drainInOrder(EndpointCore ep, Inbox inbox) {
-        Object head;
-        while ((head = inbox.inOrder.peek()) != null) {
-            if (head instanceof Op op) {
-                if (!op.done) {
-                    return;
-                }
-                inbox.inOrder.poll();
-                AmData m = op.attachment;
-                op.attachment = null;
-                handOut(ep, inbox, op.error != null ? op.error : m);
-            } else {
-                inbox.inOrder.poll();
-                handOut(ep, inbox, head);
-            }
-        }
-    }
-
-    /** A pull ended (op finished): its message or error goes out, in arrival order for ucx4j endpoints. */
-    private void pullEnded(Op op) {
-        if (op.ep != null) {
-            drainInOrder(op.ep, op.inbox);
-        } else {
-            AmData m = op.attachment;
-            op.attachment = null;
-            handOut(null, op.inbox, op.error != null ? op.error : m);
-        }
-    }
-
-    private void handOut(EndpointCore ep, Inbox inbox, Object entry) {
-        if (entry instanceof AmData m) {
-            deliver(ep, inbox, m);
-            if (ep != null) {
-                receiveCompleted(ep);
-            }
-        } else {
-            inbox.deliver(entry);
-        }
-    }
-
-    /**
-     * Receiver-allocated memory for a message; null if the allocator failed, and then an error entry goes to its
-     * inbox, or ends {@code pull} (the held message that was to land there).
-     */
-    private AmData take(EndpointCore ep, Inbox inbox, byte kind, byte[] userHeader, long length, Op pull) {
-        MemorySegment payload;
-        try {
-            payload = allocator.allocate(length);
-            if (payload.byteSize() < length) {
-                throw new IllegalStateException("allocator " + allocator + " returned " + payload.byteSize()
-                        + " bytes for " + length);
-            }
-        } catch (Throwable t) {
-            LOG.warn("ucx4j: could not allocate {} bytes for a message from {}: {}", length, ep, t.toString());
-            UcxException e = new org.ucx4j.MessageDroppedException("message of " + length
-                    + " bytes dropped: allocation failed: " + t + " (" + Status.name(Status.ERR_NO_MEMORY) + ")",
-                    Status.ERR_NO_MEMORY, kind == AmWire.PLAIN ? userHeader : NO_BYTES, t);
-            if (pull != null) {
-                pull.finish(0, 0, e);
-            } else {
-                deliverInOrder(ep, inbox, e);
-            }
-            return null;
-        }
-        return new AmData(kind, userHeader, payload, length, allocator, ep);
-    }
-
-    /**
-     * Pulls announced rendezvous payloads, oldest first, while the bytes in flight stay within the pull budget
-     * (owner thread, outside UCX's progress call). Memory is allocated as each pull starts, so few receive blocks
-     * are in use at once, and a consumer that frees each message soon gets the same cache-warm block back from
-     * the LIFO pool. The pulls never wait for the application: a message is pulled whether or not anyone receives.
-     */
-    private void startPulls() {
-        pullsScheduled = false;
-        Op op;
-        while ((op = heldPulls.peek()) != null && canPull(op.length)) {
-            heldPulls.poll();
-            byte[] userHeader = (byte[]) op.keepAlive;
-            op.keepAlive = null;
-            AmData m = take(op.ep, op.inbox, (byte) op.amId, userHeader, op.length, op);
-            if (m == null) {
-                Ucp.amDataRelease(worker, op.address);
-                pullEnded(op);
-                continue;
-            }
-            op.attachment = m;
-            if (op.length >= PeerStats.LARGE) {
-                op.startedAt = System.nanoTime();
-            }
-            if (Jfr.AVAILABLE && Jfr.transfers) {
-                op.jfr = Jfr.begin();
-            }
-            pullsInFlight++;
-            bytesInFlight += op.length;
-            int slot = allocSlot(op);
-            setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-                    Stubs.STREAM_RECV.address(), userData(slot), 0);
-            long r = Ucp.amRecvDataNbx(worker, op.address, m.payload.address(), op.length, reqParam.address());
-            posted(op, slot, r, op.length, 0);
-        }
-    }
-
-    /** Runs {@link #startPulls} after the current progress call if a held message may start now. */
-    private void schedulePulls() {
-        Op next = heldPulls.peek();
-        if (next != null && !pullsScheduled && canPull(next.length)) {
-            pullsScheduled = true;
-            deferred.add(startPulls);
-        }
-    }
-
-    /** A pull of {@code length} bytes may start: none in flight, or all of them within the pull budget. */
-    private boolean canPull(long length) {
-        return pullsInFlight == 0 || bytesInFlight + length <= pullBudget;
-    }
-
-    /**
-     * An endpoint closed or failed (owner thread): its announced, unpulled messages are released, and its pulls in
-     * flight stop counting against the budget. UCX 1.13 may never complete a pull whose sender died, and one such
-     * pull would otherwise stall every later pull on this worker; its memory stays with the op until UCX lets go
-     * (or the worker is destroyed).
-     */
-    private void dropPulls(EndpointCore c) {
-        for (java.util.Iterator<Op> it = heldPulls.iterator(); it.hasNext(); ) {
-            Op op = it.next();
-            if (op.ep == c) {
-                it.remove();
-                Ucp.amDataRelease(worker, op.address);
-            }
-        }
-        boolean freed = false;
-        for (Op op : slots) {
-            // a raw peer's messages carry no connection: when a raw endpoint goes, no raw pull counts any more
-            // (a dead one's might never end), but each is still delivered when it does
-            if (op != null && op.kind == Op.AM_DATA && !op.pullUncounted && (op.ep == c || op.ep == null && c.raw)) {
-                op.pullUncounted = true;
-                op.pullOrphaned = op.ep == c; // freed when it ends (amDataDone)
-                pullsInFlight--;
-                bytesInFlight -= op.length;
-                freed = true;
-            }
-        }
-        for (Inbox in : c.inboxes) { // what finished before the unfinished pulls goes out, in order
-            in.inOrder.removeIf(e -> e instanceof Op op && !op.done);
-            drainInOrder(c, in);
-        }
-        if (freed) {
-            schedulePulls();
-        }
-    }
-
-    /**
-     * A message is complete: to its endpoint's handler (after UCX's progress call returns, still on the owner
-     * thread), or to its inbox.
-     */
-    private void deliver(EndpointCore ep, Inbox inbox, AmData m) {
-        if (ep != null && m.kind == AmWire.PLAIN && ep.amHandler != null) {
-            deferred.add(() -> handle(ep, m));
-        } else {
-            inbox.deliver(m);
-        }
-    }
-
-    private static void handle(EndpointCore ep, AmData m) {
-        try {
-            ep.amHandler.accept(m);
-        } catch (Throwable t) {
-            LOG.error("ucx4j: active-message handler of {} failed; message dropped", ep.peer, t);
-            m.free();
-        }
-    }
+    // ============================================================== active messages
 
     /**
      * Routes the endpoint's plain active messages to {@code handler} on the owner thread from now on; those that
      * already arrived go first, in order, and receives still waiting fail with {@code waiting}.
      */
     public void setAmHandler(EndpointCore ep, Consumer<AmData> handler, RuntimeException waiting) {
-        execute(() -> {
-            ep.amHandler = handler;
-            Inbox in = ep.inboxes[AmWire.PLAIN];
-            in.failWaiters(waiting);
-            Object entry;
-            while ((entry = in.poll()) != null) {
-                if (entry instanceof AmData m) {
-                    handle(ep, m);
-                } else {
-                    LOG.warn("ucx4j: {} lost an active message before its handler was set: {}", ep.peer, entry);
-                }
-            }
-        });
-    }
-
-    /** A rendezvous payload finished arriving (or failed). */
-    private void amDataDone(Op op, int status) {
-        AmData m = op.attachment;
-        EndpointCore ep = op.ep;
-        if (op.pullOrphaned) { // its endpoint went away meanwhile (dropPulls): nobody will read it
-            op.attachment = null;
-            m.free();
-            op.finish(0, 0, null);
-            return;
-        }
-        if (!op.pullUncounted) {
-            pullsInFlight--;
-            bytesInFlight -= op.length;
-        }
-        if (status == Status.OK) {
-            if (ep != null) {
-                ep.stats.received(op.length, op.startedAt);
-            }
-            op.finish(op.length, 0, null);
-        } else {
-            op.attachment = null;
-            m.free();
-            op.finish(0, 0, errorFor(op, status));
-        }
-        pullEnded(op);
-        schedulePulls(); // after the delivery: a handler frees first
-    }
-
-    /** An endpoint is gone: its waiting receives fail; on a local close, what nobody took is freed. */
-    private void closeInboxes(EndpointCore c, boolean local) {
-        for (Inbox in : c.inboxes) {
-            in.failWaiters(c.unusable(in == c.inboxes[AmWire.PLAIN] ? "active message receive" : "receive"));
-            if (local) {
-                in.clear();
-            }
-        }
+        execute(() -> amReceiver.setHandler(ep, handler, waiting));
     }
 
     // ============================================================== connections
@@ -2183,8 +1865,7 @@ public final class Engine {
         if (c.loopback) {
             unlinkLoopback(c);
         }
-        dropPulls(c);
-        closeInboxes(c, cause == null);
+        amReceiver.endpointGone(c, cause == null);
         Op close = new Op(this);
         close.kind = Op.CLOSE;
         close.what = "close";
@@ -2522,10 +2203,7 @@ public final class Engine {
                     in.clear();
                 }
             }
-            Op held;
-            while ((held = heldPulls.poll()) != null) { // announced by raw peers, never pulled
-                Ucp.amDataRelease(worker, held.address);
-            }
+            amReceiver.releaseHeld(); // announced by raw peers, never pulled
             registrations.destroyRkeys();
             shmCheck.destroy();
             Ucp.workerDestroy(worker);
@@ -2539,8 +2217,8 @@ public final class Engine {
             Ucp.cleanup(context);
             UcxException closed = new CanceledException("receive canceled: the UCX worker was closed ("
                     + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED);
-            rawInbox.failWaiters(closed);
-            rawInbox.clear();
+            amReceiver.rawInbox.failWaiters(closed);
+            amReceiver.rawInbox.clear();
             for (EndpointCore c : byConnId.values()) {
                 for (Inbox in : c.inboxes) {
                     in.failWaiters(closed);

@@ -1,0 +1,373 @@
+package org.ucx4j.internal.engine;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static org.ucx4j.internal.ffi.Structs.*;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.ucx4j.UcxException;
+import org.ucx4j.internal.ffi.NativeAccess;
+import org.ucx4j.internal.ffi.Status;
+import org.ucx4j.internal.ffi.Ucp;
+
+/**
+ * The receiving side of active messages for one worker: UCX's callback lands here ({@link #arrived}), eager payloads
+ * are copied into receiver-allocated memory at once, rendezvous ones are pulled within a budget of bytes in flight,
+ * and finished messages go to their endpoint's inbox or handler in arrival order. Owner thread only.
+ */
+final class AmReceiver {
+    private static final Logger LOG = LoggerFactory.getLogger(AmReceiver.class);
+    private static final byte[] NO_BYTES = new byte[0];
+
+    private final Engine engine;
+    private final org.ucx4j.MemoryAllocator allocator;
+    private final int maxFrames;
+    private final long maxMessageBytes;
+    private final long pullBudget;
+    /** Rendezvous active messages announced but not yet pulled, oldest first. */
+    private final ArrayDeque<Op> heldPulls = new ArrayDeque<>();
+    private final Runnable startPulls = this::startPulls;
+    private int pullsInFlight;
+    private long bytesInFlight;
+    private boolean pullsScheduled;
+    /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
+    final Inbox rawInbox = new Inbox();
+
+    AmReceiver(Engine engine, Engine.Config cfg) {
+        this.engine = engine;
+        this.allocator = cfg.allocator();
+        this.maxFrames = cfg.maxFrames();
+        this.maxMessageBytes = cfg.maxMessageBytes();
+        this.pullBudget = cfg.pullBudget();
+    }
+
+    /** The inbox of {@code kind} on {@code ep}; raw peers' (worker-level) when {@code ep} is null. */
+    Inbox inbox(EndpointCore ep, byte kind) {
+        return ep == null ? rawInbox : ep.inboxes[kind];
+    }
+
+    /** Releases the announced messages never pulled (the worker is going). */
+    void releaseHeld() {
+        Op held;
+        while ((held = heldPulls.poll()) != null) {
+            Ucp.amDataRelease(engine.worker, held.address);
+        }
+    }
+
+    /**
+     * An active message arrived: find its inbox, check it against the caps before allocating anything, take the
+     * payload into receiver-allocated memory (copied when eager, pulled by {@code ucp_am_recv_data_nbx} when
+     * rendezvous) and deliver it. A message that cannot be taken becomes an error entry, so its receive fails.
+     */
+    int arrived(int amId, long header, long headerLength, long data, long length, boolean rndv) {
+        EndpointCore ep = null;
+        byte kind = AmWire.PLAIN;
+        MemorySegment user = NativeAccess.view(header, headerLength);
+        if (amId == AmWire.ID_UCX4J) {
+            if (headerLength < AmWire.PREFIX) {
+                LOG.warn("ucx4j: dropped an active message with a {}-byte header (not from ucx4j)", headerLength);
+                return rndv ? Status.ERR_INVALID_PARAM : Status.OK;
+            }
+            ep = engine.byConnId.get(user.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, 0) & 0x7fffffff);
+            kind = user.get(JAVA_BYTE, 4);
+            user = user.asSlice(AmWire.PREFIX);
+            if (ep == null || kind < 0 || kind >= AmWire.KINDS) {
+                LOG.debug("ucx4j: dropped an active message for unknown connection or kind {}", kind);
+                return rndv ? Status.ERR_NOT_CONNECTED : Status.OK;
+            }
+        }
+        Inbox inbox = ep == null ? rawInbox : ep.inboxes[kind];
+        String refusal = AmWire.refusal(kind, user, length, maxFrames, maxMessageBytes);
+        if (refusal != null) {
+            LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
+            deliverInOrder(ep, inbox, new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
+                    + Status.name(Status.ERR_EXCEEDS_LIMIT) + ")", Status.ERR_EXCEEDS_LIMIT,
+                    kind == AmWire.PLAIN ? user.toArray(JAVA_BYTE) : NO_BYTES));
+            return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
+        }
+        if (rndv && ep != null && (ep.state == EndpointCore.FAILED || ep.state == EndpointCore.CLOSED)) {
+            // announced by a peer this side already gave up on: a pull might never complete (see dropPulls)
+            LOG.debug("ucx4j: dropped a rendezvous message announced on {} after it went away", ep.peer);
+            return Status.ERR_CANCELED;
+        }
+        byte[] userHeader = user.byteSize() == 0 ? NO_BYTES : user.toArray(JAVA_BYTE);
+        if (rndv) {
+            // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
+            Op op = new Op(engine);
+            op.kind = Op.AM_DATA;
+            op.what = "active message receive";
+            op.ep = ep;
+            op.inbox = inbox;
+            op.address = data;
+            op.length = length;
+            op.amId = kind;
+            op.keepAlive = userHeader;
+            heldPulls.add(op);
+            if (ep != null) { // what arrives after it on this endpoint waits for it (raw peers: as UCX delivers)
+                inbox.inOrder.add(op);
+            }
+            schedulePulls();
+            return Status.INPROGRESS;
+        }
+        AmData m = take(ep, inbox, kind, userHeader, length, null);
+        if (m == null) {
+            return Status.OK;
+        }
+        MemorySegment.copy(NativeAccess.view(data, length), 0, m.payload, 0, length);
+        if (Jfr.AVAILABLE && Jfr.transfers) {
+            Jfr.TransferEvent ev = Jfr.begin();
+            if (ev != null) {
+                Jfr.end(ev, "active message receive", length, 0, ep, "OK");
+            }
+        }
+        if (ep != null) {
+            ep.stats.received(length, 0);
+        }
+        deliverInOrder(ep, inbox, m);
+        return Status.OK;
+    }
+
+    /** A finished message or error: out now, or after the unfinished pulls that arrived before it (owner thread). */
+    private void deliverInOrder(EndpointCore ep, Inbox inbox, Object entry) {
+        if (inbox.inOrder.isEmpty()) {
+            handOut(ep, inbox, entry);
+        } else {
+            inbox.inOrder.add(entry);
+        }
+    }
+
+    /** Delivers the inbox's waiting entries from the oldest up to the first pull still unfinished. */
+    private void drainInOrder(EndpointCore ep, Inbox inbox) {
+        Object head;
+        while ((head = inbox.inOrder.peek()) != null) {
+            if (head instanceof Op op) {
+                if (!op.done) {
+                    return;
+                }
+                inbox.inOrder.poll();
+                AmData m = op.attachment;
+                op.attachment = null;
+                handOut(ep, inbox, op.error != null ? op.error : m);
+            } else {
+                inbox.inOrder.poll();
+                handOut(ep, inbox, head);
+            }
+        }
+    }
+
+    /** A pull ended (op finished): its message or error goes out, in arrival order for ucx4j endpoints. */
+    private void pullEnded(Op op) {
+        if (op.ep != null) {
+            drainInOrder(op.ep, op.inbox);
+        } else {
+            AmData m = op.attachment;
+            op.attachment = null;
+            handOut(null, op.inbox, op.error != null ? op.error : m);
+        }
+    }
+
+    private void handOut(EndpointCore ep, Inbox inbox, Object entry) {
+        if (entry instanceof AmData m) {
+            deliver(ep, inbox, m);
+            if (ep != null) {
+                engine.receiveCompleted(ep);
+            }
+        } else {
+            inbox.deliver(entry);
+        }
+    }
+
+    /**
+     * Receiver-allocated memory for a message; null if the allocator failed, and then an error entry goes to its
+     * inbox, or ends {@code pull} (the held message that was to land there).
+     */
+    private AmData take(EndpointCore ep, Inbox inbox, byte kind, byte[] userHeader, long length, Op pull) {
+        MemorySegment payload;
+        try {
+            payload = allocator.allocate(length);
+            if (payload.byteSize() < length) {
+                throw new IllegalStateException("allocator " + allocator + " returned " + payload.byteSize()
+                        + " bytes for " + length);
+            }
+        } catch (Throwable t) {
+            LOG.warn("ucx4j: could not allocate {} bytes for a message from {}: {}", length, ep, t.toString());
+            UcxException e = new org.ucx4j.MessageDroppedException("message of " + length
+                    + " bytes dropped: allocation failed: " + t + " (" + Status.name(Status.ERR_NO_MEMORY) + ")",
+                    Status.ERR_NO_MEMORY, kind == AmWire.PLAIN ? userHeader : NO_BYTES, t);
+            if (pull != null) {
+                pull.finish(0, 0, e);
+            } else {
+                deliverInOrder(ep, inbox, e);
+            }
+            return null;
+        }
+        return new AmData(kind, userHeader, payload, length, allocator, ep);
+    }
+
+    /**
+     * Pulls announced rendezvous payloads, oldest first, while the bytes in flight stay within the pull budget
+     * (owner thread, outside UCX's progress call). Memory is allocated as each pull starts, so few receive blocks
+     * are in use at once, and a consumer that frees each message soon gets the same cache-warm block back from
+     * the LIFO pool. The pulls never wait for the application: a message is pulled whether or not anyone receives.
+     */
+    private void startPulls() {
+        pullsScheduled = false;
+        Op op;
+        while ((op = heldPulls.peek()) != null && canPull(op.length)) {
+            heldPulls.poll();
+            byte[] userHeader = (byte[]) op.keepAlive;
+            op.keepAlive = null;
+            AmData m = take(op.ep, op.inbox, (byte) op.amId, userHeader, op.length, op);
+            if (m == null) {
+                Ucp.amDataRelease(engine.worker, op.address);
+                pullEnded(op);
+                continue;
+            }
+            op.attachment = m;
+            if (op.length >= PeerStats.LARGE) {
+                op.startedAt = System.nanoTime();
+            }
+            if (Jfr.AVAILABLE && Jfr.transfers) {
+                op.jfr = Jfr.begin();
+            }
+            pullsInFlight++;
+            bytesInFlight += op.length;
+            int slot = engine.allocSlot(op);
+            engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                    Engine.Stubs.STREAM_RECV.address(), engine.userData(slot), 0);
+            long r = Ucp.amRecvDataNbx(engine.worker, op.address, m.payload.address(), op.length,
+                    engine.reqParam.address());
+            engine.posted(op, slot, r, op.length, 0);
+        }
+    }
+
+    /** Runs {@link #startPulls} after the current progress call if a held message may start now. */
+    private void schedulePulls() {
+        Op next = heldPulls.peek();
+        if (next != null && !pullsScheduled && canPull(next.length)) {
+            pullsScheduled = true;
+            engine.deferred.add(startPulls);
+        }
+    }
+
+    /** A pull of {@code length} bytes may start: none in flight, or all of them within the pull budget. */
+    private boolean canPull(long length) {
+        return pullsInFlight == 0 || bytesInFlight + length <= pullBudget;
+    }
+
+    /**
+     * An endpoint closed or failed (owner thread): its announced, unpulled messages are released, and its pulls in
+     * flight stop counting against the budget. UCX 1.13 may never complete a pull whose sender died, and one such
+     * pull would otherwise stall every later pull on this worker; its memory stays with the op until UCX lets go
+     * (or the worker is destroyed).
+     */
+    private void dropPulls(EndpointCore c) {
+        for (java.util.Iterator<Op> it = heldPulls.iterator(); it.hasNext(); ) {
+            Op op = it.next();
+            if (op.ep == c) {
+                it.remove();
+                Ucp.amDataRelease(engine.worker, op.address);
+            }
+        }
+        boolean freed = false;
+        for (Op op : engine.slots) {
+            // a raw peer's messages carry no connection: when a raw endpoint goes, no raw pull counts any more
+            // (a dead one's might never end), but each is still delivered when it does
+            if (op != null && op.kind == Op.AM_DATA && !op.pullUncounted && (op.ep == c || op.ep == null && c.raw)) {
+                op.pullUncounted = true;
+                op.pullOrphaned = op.ep == c; // freed when it ends (amDataDone)
+                pullsInFlight--;
+                bytesInFlight -= op.length;
+                freed = true;
+            }
+        }
+        for (Inbox in : c.inboxes) { // what finished before the unfinished pulls goes out, in order
+            in.inOrder.removeIf(e -> e instanceof Op op && !op.done);
+            drainInOrder(c, in);
+        }
+        if (freed) {
+            schedulePulls();
+        }
+    }
+
+    /**
+     * A message is complete: to its endpoint's handler (after UCX's progress call returns, still on the owner
+     * thread), or to its inbox.
+     */
+    private void deliver(EndpointCore ep, Inbox inbox, AmData m) {
+        if (ep != null && m.kind == AmWire.PLAIN && ep.amHandler != null) {
+            engine.deferred.add(() -> handle(ep, m));
+        } else {
+            inbox.deliver(m);
+        }
+    }
+
+    private static void handle(EndpointCore ep, AmData m) {
+        try {
+            ep.amHandler.accept(m);
+        } catch (Throwable t) {
+            LOG.error("ucx4j: active-message handler of {} failed; message dropped", ep.peer, t);
+            m.free();
+        }
+    }
+
+    /** See {@link Engine#setAmHandler}; owner thread. */
+    void setHandler(EndpointCore ep, Consumer<AmData> handler, RuntimeException waiting) {
+        ep.amHandler = handler;
+        Inbox in = ep.inboxes[AmWire.PLAIN];
+        in.failWaiters(waiting);
+        Object entry;
+        while ((entry = in.poll()) != null) {
+            if (entry instanceof AmData m) {
+                handle(ep, m);
+            } else {
+                LOG.warn("ucx4j: {} lost an active message before its handler was set: {}", ep.peer, entry);
+            }
+        }
+    }
+
+    /** A rendezvous payload finished arriving (or failed): its slot's completion. */
+    void pulled(Op op, int status) {
+        AmData m = op.attachment;
+        EndpointCore ep = op.ep;
+        if (op.pullOrphaned) { // its endpoint went away meanwhile (dropPulls): nobody will read it
+            op.attachment = null;
+            m.free();
+            op.finish(0, 0, null);
+            return;
+        }
+        if (!op.pullUncounted) {
+            pullsInFlight--;
+            bytesInFlight -= op.length;
+        }
+        if (status == Status.OK) {
+            if (ep != null) {
+                ep.stats.received(op.length, op.startedAt);
+            }
+            op.finish(op.length, 0, null);
+        } else {
+            op.attachment = null;
+            m.free();
+            op.finish(0, 0, engine.errorFor(op, status));
+        }
+        pullEnded(op);
+        schedulePulls(); // after the delivery: a handler frees first
+    }
+
+    /**
+     * An endpoint closed or failed: its pulls stop counting ({@link #dropPulls}), its waiting receives fail, and on
+     * a local close what nobody took is freed.
+     */
+    void endpointGone(EndpointCore c, boolean local) {
+        dropPulls(c);
+        for (Inbox in : c.inboxes) {
+            in.failWaiters(c.unusable(in == c.inboxes[AmWire.PLAIN] ? "active message receive" : "receive"));
+            if (local) {
+                in.clear();
+            }
+        }
+    }
+}
