@@ -13,12 +13,13 @@ import org.ucx4j.internal.engine.AmData;
 public final class AmMessage implements AutoCloseable {
     private final AmData data;
     private final Endpoint endpoint;
-    private final ReceivedMemory memory;
+    /** Only with {@link UcxOptions#withCheckedMessages}: the payload bound to its own arena. */
+    private final ReceivedMemory checked;
 
     AmMessage(AmData data, Endpoint endpoint, boolean checked) {
         this.data = data;
         this.endpoint = endpoint;
-        this.memory = new ReceivedMemory(data, checked);
+        this.checked = checked ? new ReceivedMemory(data) : null;
     }
 
     /** The sender's header (read-only). */
@@ -33,8 +34,8 @@ public final class AmMessage implements AutoCloseable {
 
     /** The payload, valid until {@link #close()}. */
     public MemorySegment payload() {
-        memory.checkOpen("message is");
-        return memory.payload;
+        ReceivedMemory.checkOpen(data, "message is");
+        return checked == null ? data.payload() : checked.payload;
     }
 
     /** A copy of the payload. */
@@ -54,7 +55,7 @@ public final class AmMessage implements AutoCloseable {
     /** Gives the payload memory back. Idempotent. */
     @Override
     public void close() {
-        memory.close();
+        ReceivedMemory.close(data, checked);
     }
 
     @Override

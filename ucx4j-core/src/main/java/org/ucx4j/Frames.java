@@ -13,13 +13,15 @@ import org.ucx4j.internal.engine.AmWire;
  * for {@link UcxOptions#withCheckedMessages}, which makes a late access fail cleanly).
  */
 public final class Frames implements AutoCloseable {
-    private final ReceivedMemory memory;
+    private final AmData data;
+    private final ReceivedMemory checked; // null unless UcxOptions#withCheckedMessages
     private final List<MemorySegment> frames;
     private final long totalBytes;
 
     Frames(AmData data, boolean checked) {
-        this.memory = new ReceivedMemory(data, checked);
-        MemorySegment all = memory.payload;
+        this.data = data;
+        this.checked = checked ? new ReceivedMemory(data) : null;
+        MemorySegment all = checked ? this.checked.payload : data.payload();
         long[] sizes = AmWire.frameSizes(data.header());
         List<MemorySegment> list = new ArrayList<>(sizes.length);
         long at = 0;
@@ -48,7 +50,7 @@ public final class Frames implements AutoCloseable {
     }
 
     private void checkOpen() {
-        memory.checkOpen("frames are");
+        ReceivedMemory.checkOpen(data, "frames are");
     }
 
     public long totalBytes() {
@@ -58,7 +60,7 @@ public final class Frames implements AutoCloseable {
     /** Gives the memory back. Idempotent. */
     @Override
     public void close() {
-        memory.close();
+        ReceivedMemory.close(data, checked);
     }
 
     @Override

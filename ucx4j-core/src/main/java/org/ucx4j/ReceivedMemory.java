@@ -5,35 +5,32 @@ import java.lang.foreign.MemorySegment;
 import org.ucx4j.internal.engine.AmData;
 
 /**
- * The receiver-allocated memory behind an {@link AmMessage} or {@link Frames}: the payload, optionally bound to its
- * own shared arena ({@link UcxOptions#withCheckedMessages}), given back once at close.
+ * The receiver-allocated memory behind an {@link AmMessage} or {@link Frames}. Normally the holder keeps only the
+ * engine's {@link AmData}; with {@link UcxOptions#withCheckedMessages} it also keeps one of these: the payload bound
+ * to a shared arena of its own, so a late access fails cleanly, and the memory is given back when the arena closes.
  */
 final class ReceivedMemory {
-    private final AmData data;
-    private final Arena scope;
+    private final Arena scope = Arena.ofShared();
     final MemorySegment payload;
 
-    ReceivedMemory(AmData data, boolean checked) {
-        this.data = data;
-        this.scope = checked ? Arena.ofShared() : null;
-        this.payload = checked ? org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free)
-                : data.payload();
+    ReceivedMemory(AmData data) {
+        this.payload = org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free);
     }
 
     /** Throws once the memory was given back; {@code what} names the holder in the message. */
-    void checkOpen(String what) {
+    static void checkOpen(AmData data, String what) {
         if (data.isFreed()) {
             throw new IllegalStateException(what + " closed: its memory was given back");
         }
     }
 
-    /** Gives the memory back. Idempotent. */
-    void close() {
-        if (scope == null) {
+    /** Gives the memory back, through the arena when {@code checked} is not null. Idempotent. */
+    static void close(AmData data, ReceivedMemory checked) {
+        if (checked == null) {
             data.free();
-        } else if (scope.scope().isAlive()) {
+        } else if (checked.scope.scope().isAlive()) {
             try {
-                scope.close();
+                checked.scope.close();
             } catch (IllegalStateException alreadyClosed) {
                 // closed concurrently
             }

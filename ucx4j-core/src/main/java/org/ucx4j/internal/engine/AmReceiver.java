@@ -1,6 +1,5 @@
 package org.ucx4j.internal.engine;
 
-import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static org.ucx4j.internal.ffi.Structs.*;
 
 import java.lang.foreign.MemorySegment;
@@ -65,27 +64,29 @@ final class AmReceiver {
     int arrived(int amId, long header, long headerLength, long data, long length, boolean rndv) {
         EndpointCore ep = null;
         byte kind = AmWire.PLAIN;
-        MemorySegment user = NativeAccess.view(header, headerLength);
+        long user = header, userLength = headerLength; // the sender's header: read in place, no segment
         if (amId == AmWire.ID_UCX4J) {
             if (headerLength < AmWire.PREFIX) {
                 LOG.warn("ucx4j: dropped an active message with a {}-byte header (not from ucx4j)", headerLength);
                 return rndv ? Status.ERR_INVALID_PARAM : Status.OK;
             }
-            ep = engine.byConnId.get(user.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, 0) & 0x7fffffff);
-            kind = user.get(JAVA_BYTE, 4);
-            user = user.asSlice(AmWire.PREFIX);
+            ep = engine.byConnId.get(NativeAccess.getIntUnaligned(header) & 0x7fffffff);
+            kind = NativeAccess.getByte(header + 4);
+            user += AmWire.PREFIX;
+            userLength -= AmWire.PREFIX;
             if (ep == null || kind < 0 || kind >= AmWire.KINDS) {
                 LOG.debug("ucx4j: dropped an active message for unknown connection or kind {}", kind);
                 return rndv ? Status.ERR_NOT_CONNECTED : Status.OK;
             }
         }
         Inbox inbox = ep == null ? rawInbox : ep.inboxes[kind];
-        String refusal = AmWire.refusal(kind, user, length, maxFrames, maxMessageBytes);
+        String refusal = length > maxMessageBytes || kind != AmWire.PLAIN ? AmWire.refusal(kind,
+                NativeAccess.view(user, userLength), length, maxFrames, maxMessageBytes) : null;
         if (refusal != null) {
             LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
             deliverInOrder(ep, inbox, new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
                     + Status.name(Status.ERR_EXCEEDS_LIMIT) + ")", Status.ERR_EXCEEDS_LIMIT,
-                    kind == AmWire.PLAIN ? user.toArray(JAVA_BYTE) : NO_BYTES));
+                    kind == AmWire.PLAIN ? NativeAccess.toArray(user, (int) userLength) : NO_BYTES));
             return rndv ? Status.ERR_EXCEEDS_LIMIT : Status.OK;
         }
         if (rndv && ep != null && (ep.state == EndpointCore.FAILED || ep.state == EndpointCore.CLOSED)) {
@@ -93,7 +94,7 @@ final class AmReceiver {
             LOG.debug("ucx4j: dropped a rendezvous message announced on {} after it went away", ep.peer);
             return Status.ERR_CANCELED;
         }
-        byte[] userHeader = user.byteSize() == 0 ? NO_BYTES : user.toArray(JAVA_BYTE);
+        byte[] userHeader = userLength == 0 ? NO_BYTES : NativeAccess.toArray(user, (int) userLength);
         if (rndv) {
             // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
             Op op = new Op(engine);
@@ -116,7 +117,7 @@ final class AmReceiver {
         if (m == null) {
             return Status.OK;
         }
-        MemorySegment.copy(NativeAccess.view(data, length), 0, m.payload, 0, length);
+        NativeAccess.copy(data, m.payload, length);
         if (Jfr.AVAILABLE && Jfr.transfers) {
             Jfr.TransferEvent ev = Jfr.begin();
             if (ev != null) {

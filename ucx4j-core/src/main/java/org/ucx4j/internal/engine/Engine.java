@@ -1612,9 +1612,8 @@ public final class Engine {
             long len = 0, tag = 0;
             status = Ucp.status(status);
             if (status == Status.OK && info != 0) {
-                MemorySegment i = NativeAccess.view(info, UCP_TAG_RECV_INFO.byteSize());
-                len = i.get(JAVA_LONG, TRI_LENGTH);
-                tag = i.get(JAVA_LONG, TRI_SENDER_TAG);
+                len = NativeAccess.getLong(info + TRI_LENGTH);
+                tag = NativeAccess.getLong(info + TRI_SENDER_TAG);
             }
             e.completeSlot((int) userData, request, status, len, tag);
         } catch (Throwable t) {
@@ -1635,7 +1634,7 @@ public final class Engine {
     static int onActiveMessage(long arg, long header, long headerLength, long data, long length, long param) {
         try {
             Engine e = REGISTRY[(int) arg];
-            long attr = NativeAccess.view(param, UCP_AM_RECV_PARAM.byteSize()).get(JAVA_LONG, ARP_RECV_ATTR);
+            long attr = NativeAccess.getLong(param + ARP_RECV_ATTR);
             return e.amReceiver.arrived((int) (arg >>> 32), header, headerLength, data, length,
                     (attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
         } catch (Throwable t) {

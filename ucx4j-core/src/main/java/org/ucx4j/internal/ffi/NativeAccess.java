@@ -84,6 +84,28 @@ public final class NativeAccess {
         EVERYWHERE.set(java.lang.foreign.ValueLayout.JAVA_LONG, address, value);
     }
 
+    /** The 4 bytes at {@code address}, any alignment. */
+    public static int getIntUnaligned(long address) {
+        return EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, address);
+    }
+
+    /** The byte at {@code address}. */
+    public static byte getByte(long address) {
+        return EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_BYTE, address);
+    }
+
+    /** A copy of the {@code length} bytes at {@code address}. */
+    public static byte[] toArray(long address, int length) {
+        byte[] b = new byte[length];
+        MemorySegment.copy(EVERYWHERE, java.lang.foreign.ValueLayout.JAVA_BYTE, address, b, 0, length);
+        return b;
+    }
+
+    /** Copies {@code length} bytes from {@code address} to the start of {@code dst}. */
+    public static void copy(long address, MemorySegment dst, long length) {
+        MemorySegment.copy(EVERYWHERE, address, dst, 0, length);
+    }
+
     /** {@code segment} bound to {@code scope}: inaccessible once it closes, and {@code cleanup} runs then. */
     public static MemorySegment scoped(MemorySegment segment, Arena scope, Runnable cleanup) {
         return segment.reinterpret(scope, s -> cleanup.run());
