@@ -64,7 +64,8 @@ final class SendRecvBench implements Callable<Integer> {
     @Option(names = "--transport", defaultValue = "auto", description = "auto, shm or tcp")
     String transport;
 
-    @Option(names = "--progress", defaultValue = "caller", description = "caller (owner thread) or thread")
+    @Option(names = "--progress", defaultValue = "caller", description = "caller (the measuring thread drives the "
+            + "worker), or a progress thread: thread (= backoff), backoff, blocking or polling")
     String progress;
 
     @Option(names = "--format", defaultValue = "table", description = "table or json")
@@ -75,8 +76,7 @@ final class SendRecvBench implements Callable<Integer> {
     String errorHandling;
 
     private UcxOptions options() {
-        UcxOptions o = UcxOptions.defaults().withProgressMode(
-                "thread".equals(progress) ? ProgressMode.BACKOFF : ProgressMode.CALLER)
+        UcxOptions o = UcxOptions.defaults().withProgressMode(progressMode())
                 .withPeerErrorHandling(SweepBench.peerErrors(errorHandling));
         String tls = tls();
         return tls == null ? o : o.with("TLS", tls);
@@ -135,6 +135,17 @@ final class SendRecvBench implements Callable<Integer> {
         } finally {
             p.destroyForcibly();
         }
+    }
+
+    private ProgressMode progressMode() {
+        return switch (progress) {
+            case "caller" -> ProgressMode.CALLER;
+            case "thread", "backoff" -> ProgressMode.BACKOFF;
+            case "blocking" -> ProgressMode.BLOCKING;
+            case "polling" -> ProgressMode.POLLING;
+            default -> throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                    "--progress: caller, thread, backoff, blocking or polling, not " + progress);
+        };
     }
 
     private void runServer() throws Exception {
