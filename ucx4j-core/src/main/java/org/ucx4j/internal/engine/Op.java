@@ -71,6 +71,8 @@ public final class Op extends SafeFuture<Long> {
     private volatile int queued;
     volatile boolean cancelRequested;
     volatile Thread waiter;
+    /** The waiter of a blocking op went to park (its spin did not catch the completion). */
+    volatile boolean waiterParked;
     long request;
     int slot = -1;
     Op pendingPrev;
@@ -146,6 +148,7 @@ public final class Op extends SafeFuture<Long> {
         resultLength = 0;
         senderTag = 0;
         DONE.set(this, false);
+        waiterParked = false;
     }
 
     /** Records the thread that waits for a blocking op (before submit publishes it, so a plain write). */
@@ -195,13 +198,19 @@ public final class Op extends SafeFuture<Long> {
                     err == null ? "OK" : err.statusName());
             jfr = null;
         }
+        // read before the op is published as done: its waiter may recycle it at once
+        boolean b = blocking;
+        Thread w = waiter;
+        Engine e = w != null && waiterParked ? engine : null;
         // a release store publishes the result to the waiter's volatile read of done; no store-load fence is
         // needed (the waiter was recorded before the op was handed over, and unpark before park is not lost)
         DONE.setRelease(this, true);
-        if (blocking) {
-            Thread w = waiter;
+        if (b) {
             if (w != null && w != Thread.currentThread()) {
                 LockSupport.unpark(w);
+                if (e != null) {
+                    e.wokeParkedWaiter = true;
+                }
             }
         } else if (err != null) {
             if (cancelRequested && err.status() == org.ucx4j.internal.ffi.Status.ERR_CANCELED) {
