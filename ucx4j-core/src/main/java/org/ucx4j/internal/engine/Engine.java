@@ -237,17 +237,21 @@ public final class Engine {
         } else {
             Thread t = Thread.ofPlatform().daemon().name("ucx4j-progress-" + name).unstarted(this::runLoop);
             owner = t;
+            progressThread = t;
             t.start();
         }
     }
 
-    /** A worker of {@code ctx} that one thread owns ({@code UCS_THREAD_MODE_SINGLE}). */
+    /**
+     * A worker of {@code ctx} that one thread at a time drives ({@code UCS_THREAD_MODE_SERIALIZED}: the progress
+     * thread, or a thread it lends the worker to, or the caller-mode owner; never two at once).
+     */
     static long createWorker(long ctx, String what) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
             MemorySegment wp = a.allocate(UCP_WORKER_PARAMS);
             wp.set(JAVA_LONG, WP_FIELD_MASK, UCP_WORKER_PARAM_FIELD_THREAD_MODE);
-            wp.set(JAVA_INT, WP_THREAD_MODE, UCS_THREAD_MODE_SINGLE);
+            wp.set(JAVA_INT, WP_THREAD_MODE, UCS_THREAD_MODE_SERIALIZED);
             check(Ucp.workerCreate(ctx, wp.address(), out.address()), what);
             return out.get(JAVA_LONG, 0);
         }
@@ -888,6 +892,8 @@ public final class Engine {
         }
         if (sleeping) {
             Ucp.workerSignal(worker);
+        } else if (lend.get() == RETURNED) {
+            LockSupport.unpark(progressThread); // parked after a loan: nobody drives the worker now
         }
     }
 
@@ -972,6 +978,13 @@ public final class Engine {
                 }
             }
         } else {
+            if (!op.done && borrow()) {
+                try {
+                    drive(op, deadline, timeoutNanos);
+                } finally {
+                    giveBack();
+                }
+            }
             // a short spin catches fast completions without a park/unpark round trip; how long adapts to whether
             // it does (see awaitSpins)
             int spins = awaitSpins;
@@ -1092,12 +1105,128 @@ public final class Engine {
      */
     private int awaitSpins = 500;
 
+    /** The dedicated progress thread; null in caller mode. */
+    private Thread progressThread;
+
+    // ---- lending the worker to a thread that waits (progress-thread modes)
+
+    /** Kill switch for {@link #borrow}: {@code -Ducx4j.lend=false}. */
+    static final boolean LENDING = !"false".equals(System.getProperty("ucx4j.lend"));
+    private static final int RUNNING = 0, REQUESTED = 1, LENT = 2, RETURNED = 3;
+    /**
+     * RUNNING: the progress thread owns the worker. REQUESTED: {@link #borrower} asked for it; the progress thread
+     * hands it over at the top of its next duty cycle. LENT: the borrower owns it ({@link #owner}). RETURNED: nobody
+     * drives it; the progress thread (parked) takes it back when it wakes, unless a borrower takes it first.
+     */
+    private final java.util.concurrent.atomic.AtomicInteger lend = new java.util.concurrent.atomic.AtomicInteger();
+    /** The one thread that may borrow now (taken with a CAS; others wait the ordinary way). */
+    private final java.util.concurrent.atomic.AtomicReference<Thread> borrower =
+            new java.util.concurrent.atomic.AtomicReference<>();
+    /** How long the progress thread naps between checks while the worker is lent or returned. */
+    private static final long LENT_NAP_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+    /** A borrower's wait for the hand-over: spins, then naps (the progress thread unparks it). */
+    private static final int GRANT_SPINS = 64;
+    private static final long GRANT_PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** Idle duty cycles after which a borrower stops driving and waits the ordinary way. */
+    private static final int DRIVE_IDLE_TURNS = HOT_SPINS + SPINS;
+
+    /**
+     * A thread about to wait for {@code op} takes the worker from the progress thread and drives it itself, as in
+     * caller mode, instead of waiting to be woken: a completion then costs no hand-off between threads. True when it
+     * owns the worker now ({@link #giveBack} when done).
+     */
+    private boolean borrow() {
+        Thread me = Thread.currentThread();
+        if (!LENDING || progressThread == null || stopRequested || !borrower.compareAndSet(null, me)) {
+            return false;
+        }
+        TestHooks.lastBorrower = me;
+        int s = lend.get();
+        if (s == RETURNED && lend.compareAndSet(RETURNED, LENT)) { // the progress thread has not taken it back
+            owner = me;
+            return true;
+        }
+        if (s != RUNNING || !lend.compareAndSet(RUNNING, REQUESTED)) {
+            borrower.set(null);
+            return false;
+        }
+        if (sleeping) {
+            Ucp.workerSignal(worker); // out of its nap, to hand over
+        }
+        // the progress thread hands over at the top of its next duty cycle and then unparks this thread: a short
+        // spin, then park, so that a waiter spinning on a busy machine does not keep it off the CPU
+        for (int spins = 0; owner != me; spins++) {
+            if (spins < GRANT_SPINS) {
+                Thread.onSpinWait();
+            } else {
+                if ((stopRequested || terminated) && lend.compareAndSet(REQUESTED, RUNNING)) {
+                    borrower.set(null);
+                    return false;
+                }
+                LockSupport.parkNanos(this, GRANT_PARK_NANOS);
+            }
+        }
+        return true;
+    }
+
+    /** The borrower drives the worker until {@code op} is done, or idles too long, or must stop waiting. */
+    private void drive(Op op, long deadline, long timeoutNanos) {
+        int idleTurns = 0;
+        for (int turns = 1; !op.done && !stopRequested; turns++) {
+            if (progressOnce() != 0) {
+                idleTurns = 0;
+            } else if (++idleTurns >= DRIVE_IDLE_TURNS) {
+                return;
+            } else if (idleTurns >= HOT_SPINS) {
+                if ((idleTurns & 255) == 0) {
+                    Thread.yield(); // other threads (the peer's, on a small machine) may need this CPU
+                } else {
+                    Thread.onSpinWait();
+                }
+            }
+            if ((turns & 63) == 0 && (Thread.currentThread().isInterrupted()
+                    || timeoutNanos >= 0 && System.nanoTime() - deadline >= 0)) {
+                return; // the ordinary wait below cancels
+            }
+        }
+    }
+
+    /** The borrower hands the worker back; the progress thread resumes if anything may need it. */
+    private void giveBack() {
+        owner = progressThread;
+        lend.set(RETURNED);
+        borrower.set(null);
+        // operations still in flight (another thread's, or UCX's own) complete only while someone progresses
+        if (stopRequested || !queue.isEmpty() || !deferred.isEmpty() || freeTop < slots.length) {
+            LockSupport.unpark(progressThread);
+        }
+    }
+
+    /** Progress thread, at the top of a duty cycle with a borrow request: hands over, waits to be given it back. */
+    private void lendWorker() {
+        lend.set(LENT); // before the owner: the borrower may give the worker back the moment it sees itself owner
+        Thread b = borrower.get(); // set before the request
+        owner = b; // everything done so far is visible to the borrower
+        LockSupport.unpark(b);
+        while (true) {
+            LockSupport.parkNanos(this, LENT_NAP_NANOS);
+            if (lend.get() == RETURNED && lend.compareAndSet(RETURNED, RUNNING)) {
+                idle = 0;
+                return; // the borrower set owner back before it returned the worker
+            }
+        }
+    }
+
     /** Progress thread: an op it finished had a waiter that had gone to park (see {@link #runLoop}). */
     boolean wokeParkedWaiter;
 
     private void runLoop() {
         try {
             while (!stopRequested) {
+                if (lend.get() == REQUESTED) {
+                    lendWorker();
+                    continue;
+                }
                 if (progressOnce() == 0) {
                     idleStep(null);
                 } else {
@@ -1175,7 +1304,8 @@ public final class Engine {
     private void sleep(Op waitingFor) {
         sleeping = true;
         try {
-            if (!queue.isEmpty() || stopRequested || (waitingFor != null && waitingFor.done) || !deferred.isEmpty()) {
+            if (!queue.isEmpty() || stopRequested || (waitingFor != null && waitingFor.done) || !deferred.isEmpty()
+                    || lend.get() == REQUESTED) {
                 return;
             }
             int st = Ucp.workerArm(worker);
@@ -1241,7 +1371,7 @@ public final class Engine {
                     // UCX >= 1.16: one call takes a message that waits (length and tag in recv_info, no upcall)
                     // or queues the receive; the owner thread's own blocking receive is then polled, any other
                     // completes through the callback
-                    op.polled = op.blocking && op.waiter == owner;
+                    op.polled = progressThread == null && op.blocking && op.waiter == owner;
                     setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO
                             | (op.polled ? 0 : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA),
                             op.polled ? 0 : Stubs.TAG_RECV.address(), op.polled ? 0 : userData(slot), 0);
@@ -1279,7 +1409,7 @@ public final class Engine {
                 // completed tag receive (recv_info is filled from 1.16), so immediate completion is refused: a
                 // request always comes back. A blocking receive of the owner thread itself is polled from its wait
                 // loop, without a callback; any other completes through the callback.
-                op.polled = op.blocking && op.waiter == owner;
+                op.polled = progressThread == null && op.blocking && op.waiter == owner;
                 if (op.polled) {
                     setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
                 } else {
@@ -1321,7 +1451,7 @@ public final class Engine {
                 }
                 int slot = allocSlot(op);
                 // the owner thread's own blocking receive is polled (no upcall), like a tag receive
-                op.polled = op.blocking && op.waiter == owner;
+                op.polled = progressThread == null && op.blocking && op.waiter == owner;
                 setParam(op.polled ? UCP_OP_ATTR_FIELD_FLAGS
                         : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                         Stubs.STREAM_RECV.address(), userData(slot), (int) op.mask);
@@ -2144,6 +2274,7 @@ public final class Engine {
         }
         stopRequested = true;
         Ucp.workerSignal(worker);
+        LockSupport.unpark(progressThread); // it may be napping after a loan
         try {
             terminatedFuture.get(timeoutNanos, TimeUnit.NANOSECONDS);
         } catch (java.util.concurrent.TimeoutException e) {

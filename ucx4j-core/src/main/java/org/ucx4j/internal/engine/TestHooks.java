@@ -12,4 +12,15 @@ public final class TestHooks {
     public static void forceImmediateSends(boolean force) {
         Engine.sendNowFlag = force ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL : 0;
     }
+
+    /** The thread that last asked to borrow a worker from its progress thread (any engine). */
+    static Thread lastBorrower; // plain: written on every borrow, read by tests on the thread that borrowed
+
+    public static Thread lastBorrower() {
+        return lastBorrower;
+    }
+
+    public static void clearLastBorrower() {
+        lastBorrower = null;
+    }
 }

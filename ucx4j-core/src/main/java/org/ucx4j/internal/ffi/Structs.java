@@ -220,6 +220,7 @@ public final class Structs {
     public static final long UCP_WORKER_PARAM_FIELD_EVENTS = 1L << 2;
     public static final long UCP_WORKER_PARAM_FIELD_NAME = 1L << 6;
     public static final int UCS_THREAD_MODE_SINGLE = 0;
+    public static final int UCS_THREAD_MODE_SERIALIZED = 1;
     public static final int UCP_WAKEUP_TAG_SEND = 1 << 2;
     public static final int UCP_WAKEUP_TAG_RECV = 1 << 3;
     public static final int UCP_WAKEUP_TX = 1 << 10;
@@ -336,6 +337,7 @@ public final class Structs {
         m.put("UCP_WORKER_PARAM_FIELD_EVENTS", UCP_WORKER_PARAM_FIELD_EVENTS);
         m.put("UCP_WORKER_PARAM_FIELD_NAME", UCP_WORKER_PARAM_FIELD_NAME);
         m.put("UCS_THREAD_MODE_SINGLE", (long) UCS_THREAD_MODE_SINGLE);
+        m.put("UCS_THREAD_MODE_SERIALIZED", (long) UCS_THREAD_MODE_SERIALIZED);
         m.put("UCP_WAKEUP_TAG_SEND", (long) UCP_WAKEUP_TAG_SEND);
         m.put("UCP_WAKEUP_TAG_RECV", (long) UCP_WAKEUP_TAG_RECV);
         m.put("UCP_WAKEUP_TX", (long) UCP_WAKEUP_TX);

@@ -1,0 +1,126 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.ucx4j.internal.engine.TestHooks;
+
+/**
+ * A thread that blocks on a worker whose progress thread it is not borrows the worker and drives it itself for the
+ * length of its wait, then gives it back; the progress thread carries on with everything else.
+ */
+class LendingTest {
+    static final Duration T = Duration.ofSeconds(10);
+
+    interface Body {
+        void run(Ucx a, Endpoint client, Endpoint server, Arena arena) throws Exception;
+    }
+
+    static void pair(Body body) throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                body.run(a, client, server, arena);
+            }
+        }
+    }
+
+    @Test
+    void blockingCallsDriveTheWorkerAndTheProgressThreadTakesItBack() throws Exception {
+        pair((a, client, server, arena) -> {
+            Thread echo = Thread.ofPlatform().start(() -> { // blocking calls on both sides
+                MemorySegment buf = arena.allocate(8);
+                for (int i = 0; i < 2000; i++) {
+                    server.recv(buf, 1, T);
+                    server.send(buf, 2, T);
+                }
+            });
+            MemorySegment out = arena.allocate(8), in = arena.allocate(8);
+            for (int i = 0; i < 2000; i++) {
+                out.set(ValueLayout.JAVA_LONG, 0, i);
+                client.send(out, 1, T);
+                assertEquals(8, client.recv(in, 2, T));
+                assertEquals(i, in.get(ValueLayout.JAVA_LONG, 0), "pong " + i);
+            }
+            echo.join(10_000);
+            // a receive that must wait borrows the worker (this thread drives it), then gives it back at its timeout
+            TestHooks.clearLastBorrower();
+            assertThrows(UcxTimeoutException.class, () -> client.recv(in, 9, Duration.ofMillis(50)));
+            assertSame(Thread.currentThread(), TestHooks.lastBorrower(), "the waiting thread borrowed the worker");
+            // nobody blocks now: what another thread posts is completed by the progress thread
+            MemorySegment late = arena.allocate(8);
+            CompletableFuture<Long> r = CompletableFuture.supplyAsync(() -> client.recvAsync(late, 3)).get(10,
+                    TimeUnit.SECONDS);
+            server.sendAsync(out, 3).get(10, TimeUnit.SECONDS);
+            assertEquals(8, r.get(10, TimeUnit.SECONDS));
+            assertEquals(1999, late.get(ValueLayout.JAVA_LONG, 0));
+        });
+    }
+
+    @Test
+    void manyThreadsBlockOnOneWorkerAndEveryMessageArrives() throws Exception {
+        pair((a, client, server, arena) -> {
+            int threads = 16, each = 200;
+            CompletableFuture<?>[] done = new CompletableFuture<?>[threads];
+            for (int t = 0; t < threads; t++) {
+                int tag = 100 + t;
+                done[t] = CompletableFuture.runAsync(() -> { // virtual threads: one borrows, the others park
+                    MemorySegment b = arena.allocate(8);
+                    for (int i = 0; i < each; i++) {
+                        assertEquals(8, server.recv(b, tag, T));
+                        assertEquals((long) tag << 32 | i, b.get(ValueLayout.JAVA_LONG, 0));
+                    }
+                }, r -> Thread.ofVirtual().start(r));
+            }
+            CompletableFuture<?>[] sent = new CompletableFuture<?>[threads];
+            for (int t = 0; t < threads; t++) {
+                int tag = 100 + t;
+                sent[t] = CompletableFuture.runAsync(() -> {
+                    MemorySegment b = arena.allocate(8);
+                    for (int i = 0; i < each; i++) {
+                        b.set(ValueLayout.JAVA_LONG, 0, (long) tag << 32 | i);
+                        client.send(b, tag, T);
+                    }
+                }, r -> Thread.ofVirtual().start(r));
+            }
+            CompletableFuture.allOf(sent).get(30, TimeUnit.SECONDS);
+            CompletableFuture.allOf(done).get(30, TimeUnit.SECONDS);
+        });
+    }
+
+    @Test
+    void closingTheWorkerWhileAThreadDrivesItFailsTheWaitAndReturns() throws Exception {
+        Ucx a = Ucx.open();
+        try (Ucx b = Ucx.open(); Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                accepted.get(10, TimeUnit.SECONDS);
+                MemorySegment in = arena.allocate(8);
+                CompletableFuture<Long> waiting = CompletableFuture.supplyAsync(() -> client.recv(in, 5),
+                        r -> Thread.ofPlatform().start(r)); // no timeout: only the close ends it
+                Thread.sleep(200);
+                long t0 = System.nanoTime();
+                a.close();
+                ExecutionException e = assertThrows(ExecutionException.class, () -> waiting.get(5, TimeUnit.SECONDS));
+                assertInstanceOf(UcxException.class, e.getCause());
+                assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) < 5000);
+            }
+        } finally {
+            a.close();
+        }
+    }
+}
