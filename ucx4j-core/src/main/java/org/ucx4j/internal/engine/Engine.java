@@ -841,6 +841,12 @@ public final class Engine {
                     idle = 0;
                 }
             }
+        } else if (!f.isDone() && borrow()) { // as for an op (awaitDone)
+            try {
+                drive(null, f, deadline, timeoutNanos);
+            } finally {
+                giveBack();
+            }
         }
         try {
             return timeoutNanos < 0 ? f.get() : f.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
@@ -980,7 +986,7 @@ public final class Engine {
         } else {
             if (!op.done && borrow()) {
                 try {
-                    drive(op, deadline, timeoutNanos);
+                    drive(op, null, deadline, timeoutNanos);
                 } finally {
                     giveBack();
                 }
@@ -1169,10 +1175,13 @@ public final class Engine {
         return true;
     }
 
-    /** The borrower drives the worker until {@code op} is done, or idles too long, or must stop waiting. */
-    private void drive(Op op, long deadline, long timeoutNanos) {
+    /**
+     * The borrower drives the worker until {@code op} (or, when it is null, {@code f}) is done, or it idles too
+     * long, or must stop waiting.
+     */
+    private void drive(Op op, SafeFuture<?> f, long deadline, long timeoutNanos) {
         int idleTurns = 0;
-        for (int turns = 1; !op.done && !stopRequested; turns++) {
+        for (int turns = 1; !(op != null ? op.done : f.isDone()) && !stopRequested; turns++) {
             if (progressOnce() != 0) {
                 idleTurns = 0;
             } else if (++idleTurns >= DRIVE_IDLE_TURNS) {
