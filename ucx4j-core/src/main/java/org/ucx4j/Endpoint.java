@@ -425,8 +425,8 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * Hands every active message of this endpoint to {@code handler} as it lands, on the worker's progress thread,
-     * in arrival order, instead of keeping it for {@link #amRecv()}; messages that arrived earlier go first. Saves
+     * Hands every active message of this endpoint to {@code handler} as it lands, on the thread driving the worker
+     * (its progress thread, or a thread that borrowed the worker for a blocking call), in arrival order, instead of keeping it for {@link #amRecv()}; messages that arrived earlier go first. Saves
      * the hand-off to a receiving thread (UCXX's AM receiver callback), for code that owns its latency: the
      * handler must be quick and must never block, since the worker makes no progress meanwhile. It may keep the
      * message and close it later from any thread; the async methods it calls start without a hand-off. If it
