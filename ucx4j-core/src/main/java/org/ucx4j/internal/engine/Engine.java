@@ -1202,11 +1202,13 @@ public final class Engine {
 
     /** The borrower hands the worker back; the progress thread resumes if anything may need it. */
     private void giveBack() {
+        // decided while this thread still owns the worker's state: operations in flight (another thread's, or UCX's
+        // own) complete only while someone progresses
+        boolean wanted = !deferred.isEmpty() || freeTop < slots.length;
         owner = progressThread;
         lend.set(RETURNED);
         borrower.set(null);
-        // operations still in flight (another thread's, or UCX's own) complete only while someone progresses
-        if (stopRequested || !queue.isEmpty() || !deferred.isEmpty() || freeTop < slots.length) {
+        if (wanted || stopRequested || !queue.isEmpty()) { // the queue after the hand-back: see submit
             LockSupport.unpark(progressThread);
         }
     }
