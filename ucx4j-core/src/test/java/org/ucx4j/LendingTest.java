@@ -28,13 +28,8 @@ class LendingTest {
     }
 
     static void pair(Body body) throws Exception {
-        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Arena arena = Arena.ofShared()) {
-            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
-            try (Listener l = b.listen(0, accepted::complete)) {
-                Endpoint client = a.connect("127.0.0.1", l.port());
-                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
-                body.run(a, client, server, arena);
-            }
+        try (Arena arena = Arena.ofShared()) {
+            FailureTest.pair((a, b, client, server) -> body.run(a, client, server, arena));
         }
     }
 
