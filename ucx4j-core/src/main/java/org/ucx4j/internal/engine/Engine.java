@@ -1133,7 +1133,7 @@ public final class Engine {
     /** A borrower's wait for the hand-over: spins, then naps (the progress thread unparks it). */
     private static final int GRANT_SPINS = 64;
     private static final long GRANT_PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
-    /** Idle duty cycles after which a borrower stops driving and waits the ordinary way. */
+    /** Idle duty cycles after which a borrower stops driving and waits the ordinary way (BLOCKING: HOT_SPINS). */
     private static final int DRIVE_IDLE_TURNS = HOT_SPINS + SPINS;
 
     /**
@@ -1180,11 +1180,13 @@ public final class Engine {
      * long, or must stop waiting.
      */
     private void drive(Op op, SafeFuture<?> f, long deadline, long timeoutNanos) {
+        // BLOCKING chose not to spin: there a borrower drives only through the hot phase, then waits asleep
+        int idleLimit = mode == ProgressMode.BLOCKING ? HOT_SPINS : DRIVE_IDLE_TURNS;
         int idleTurns = 0;
         for (int turns = 1; !(op != null ? op.done : f.isDone()) && !stopRequested; turns++) {
             if (progressOnce() != 0) {
                 idleTurns = 0;
-            } else if (++idleTurns >= DRIVE_IDLE_TURNS) {
+            } else if (++idleTurns >= idleLimit) {
                 return;
             } else if (idleTurns >= HOT_SPINS) {
                 if ((idleTurns & 255) == 0) {
