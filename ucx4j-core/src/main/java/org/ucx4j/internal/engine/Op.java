@@ -16,7 +16,7 @@ public final class Op extends SafeFuture<Long> {
     static final byte TAG_SEND = 1, TAG_RECV = 2, STREAM_SEND = 3, STREAM_RECV = 4, FLUSH = 5, CLOSE = 6, TASK = 7,
             AM_SEND = 8, AM_DATA = 9, PUT = 10, GET = 11, RMA_FLUSH = 12;
 
-    private static final VarHandle QUEUED, NEXT, CANCEL, WAITER, DONE;
+    private static final VarHandle QUEUED, NEXT, CANCEL, WAITER, DONE, PARKED;
 
     static {
         try {
@@ -26,6 +26,7 @@ public final class Op extends SafeFuture<Long> {
             CANCEL = l.findVarHandle(Op.class, "cancelRequested", boolean.class);
             WAITER = l.findVarHandle(Op.class, "waiter", Thread.class);
             DONE = l.findVarHandle(Op.class, "done", boolean.class);
+            PARKED = l.findVarHandle(Op.class, "waiterParked", boolean.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -148,7 +149,7 @@ public final class Op extends SafeFuture<Long> {
         resultLength = 0;
         senderTag = 0;
         DONE.set(this, false);
-        waiterParked = false;
+        PARKED.set(this, false);
     }
 
     /** Records the thread that waits for a blocking op (before submit publishes it, so a plain write). */
