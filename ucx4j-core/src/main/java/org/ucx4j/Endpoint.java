@@ -209,7 +209,7 @@ public final class Endpoint implements AutoCloseable {
             return n;
         }
         Op op = recvOp(seg, wireTag, true);
-        engine.submit(n == Engine.MISSED ? Engine.withoutProbe(op) : op);
+        engine.submit(op);
         return engine.await(op, timeoutNanos);
     }
 

@@ -133,6 +133,54 @@ class CallerModeTest {
         });
     }
 
+
+    /**
+     * Ping-pong against a peer that answers at once: the caller's receive is posted and its reply mostly arrives
+     * while the owner thread still polls it right after posting (no op); content, lengths, truncation and the
+     * endpoint's counters must be right whichever way each reply is caught.
+     */
+    @Test
+    void pingPongRepliesArriveWhileTheReceiveIsPolled() throws Exception {
+        withCallerClient((a, client, server) -> {
+            int rounds = 500;
+            try (Arena arena = Arena.ofShared()) {
+                Thread echo = Thread.ofVirtual().start(() -> {
+                    MemorySegment in = arena.allocate(8);
+                    for (int i = 0; i <= rounds; i++) {
+                        server.recv(in, 20, T);
+                        int n = in.get(java.lang.foreign.ValueLayout.JAVA_INT, 0);
+                        // round 250 answers with more than the caller's buffer holds
+                        server.send(Data.pattern(arena, i == rounds / 2 ? 64 : 8, n), 21, T);
+                    }
+                });
+                EndpointStats before = client.stats();
+                MemorySegment ask = arena.allocate(8);
+                MemorySegment reply = arena.allocate(8);
+                for (int i = 0; i < rounds; i++) {
+                    ask.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, i);
+                    client.send(ask, 20, T);
+                    if (i == rounds / 2) {
+                        MessageTruncatedException e = assertThrows(MessageTruncatedException.class,
+                                () -> client.recv(reply, 21, T));
+                        assertTrue(e.getMessage().contains("UCS_ERR_MESSAGE_TRUNCATED"), e.getMessage());
+                        continue;
+                    }
+                    assertEquals(8, client.recv(reply, 21, T));
+                    Data.verify(reply, 8, i);
+                }
+                EndpointStats after = client.stats();
+                assertEquals(rounds - 1, after.messagesReceived() - before.messagesReceived());
+                assertEquals(8L * (rounds - 1), after.bytesReceived() - before.bytesReceived());
+                // the endpoint still works after the truncation
+                ask.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, 77);
+                client.send(ask, 20, T);
+                assertEquals(8, client.recv(reply, 21, T));
+                Data.verify(reply, 8, 77);
+                echo.join(10_000);
+                assertFalse(echo.isAlive());
+            }
+        });
+    }
     @Test
     void asyncSendsAndReceivesFromTheOwnerThreadAllComplete() throws Exception {
         withCallerClient((a, client, server) -> {

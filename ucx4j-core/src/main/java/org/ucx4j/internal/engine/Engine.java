@@ -574,17 +574,14 @@ public final class Engine {
 
     /** {@link #tagRecvNow}: the call could not receive; take the ordinary path. */
     public static final long NOT_NOW = -1;
-    /** {@link #tagRecvNow}: nothing waits; the ordinary path may skip its own probe (see {@link #withoutProbe}). */
-    public static final long MISSED = -2;
-    /** {@code Op.probed} of a receive whose probe just missed on the owner thread: post it without probing again. */
-    private static final long PROBE_MISSED = -1;
 
     /**
      * Owner thread, blocking tag receive: takes a message that already waits by its probe handle inside the call
      * (the receiver's side of {@link #tagSendNow}): an eager message that fits completes at once, with no op, no
      * request and no upcall; a rendezvous one is waited for here (polled); one too long for the buffer goes the
-     * probed-receive way, which reports the truncation. Returns the length, or {@link #NOT_NOW} (another thread,
-     * endpoint not open, a flight recording wants transfers) or {@link #MISSED} (nothing waits yet).
+     * probed-receive way, which reports the truncation. A message not there yet is received by a posted request
+     * this thread polls ({@link #spinPolled}). Returns the length, or {@link #NOT_NOW} (another thread, endpoint
+     * not open, a flight recording wants transfers).
      */
     public long tagRecvNow(EndpointCore ep, long address, long length, long tag, long timeoutNanos) {
         if (!ownerMayActNow(ep)) {
@@ -595,7 +592,13 @@ public final class Engine {
         }
         long msg = Ucp.tagProbeNb(worker, tag, -1L, true, scratch.address());
         if (msg == 0) {
-            return MISSED;
+            // nothing waits: post the receive (nothing progressed since the probe, so UCX can only queue it) and
+            // poll it from here, without an op, a slot or an upcall
+            setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
+            long r = Ucp.tagRecvQueued(worker, address, length, tag, -1L, reqParam.address());
+            long startedAt = length >= PeerStats.LARGE ? System.nanoTime() : 0;
+            long n = Status.isError(r) ? -1 : spinPolled(ep, r, startedAt);
+            return n >= 0 ? n : awaitPolled(ep, address, length, tag, r, startedAt, timeoutNanos);
         }
         long len = scratch.get(JAVA_LONG, TRI_LENGTH);
         long senderTag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
@@ -655,13 +658,40 @@ public final class Engine {
             receiveCompleted(ep);
             return len;
         }
-        return awaitPolled(ep, address, length, tag, r, startedAt, timeoutNanos);
+        long n = Status.isError(r) ? -1 : spinPolled(ep, r, startedAt);
+        return n >= 0 ? n : awaitPolled(ep, address, length, tag, r, startedAt, timeoutNanos);
     }
 
-    /** Marks a receive whose {@link #tagRecvNow} just missed: it is posted without a second probe. */
-    public static Op withoutProbe(Op op) {
-        op.probed = PROBE_MISSED;
-        return op;
+    /**
+     * Owner thread: drives the worker for a tag receive it has just posted without a callback (request {@code r})
+     * for as long as a reply would take in a ping-pong ({@link #HOT_SPINS} turns), with no op, no slot and no
+     * pending-list entry; the request is tested after each progress call that did work. Returns the length when
+     * it completed, or -1 to go on the ordinary way ({@link #awaitPolled}, with the same request): not done yet, an
+     * error (that way maps it), or the endpoint is no longer open (the request is then canceled first, since the
+     * endpoint's failure could not cancel a request it did not know).
+     */
+    private long spinPolled(EndpointCore ep, long r, long startedAt) {
+        for (int turn = 1; turn <= HOT_SPINS; turn++) {
+            if (progressOnce() == 0 && (turn & 63) != 0) {
+                continue;
+            }
+            int st = Ucp.tagRecvRequestTest(r, scratch.address());
+            if (st == Status.OK) {
+                long len = scratch.get(JAVA_LONG, TRI_LENGTH);
+                Ucp.requestFree(r);
+                ep.stats.received(len, startedAt);
+                receiveCompleted(ep);
+                return len;
+            }
+            if (st != Status.INPROGRESS) {
+                return -1;
+            }
+            if (ep.state != EndpointCore.OPEN || ep.failure != null || stopRequested) {
+                Ucp.requestCancel(worker, r);
+                return -1;
+            }
+        }
+        return -1;
     }
 
     /** Receives a message a removing probe took; {@code senderTag}/{@code messageLength} come from the probe. */
@@ -1402,9 +1432,7 @@ public final class Engine {
                 // reports its length and tag, so immediate completion is fine and needs no upcall.
                 long msg = op.probed;
                 long len = op.tag, stag = op.mask; // what probedRecv recorded
-                if (msg == PROBE_MISSED) {
-                    msg = 0; // probed just before on this thread, nothing progressed since
-                } else if (msg == 0) {
+                if (msg == 0) {
                     msg = Ucp.tagProbeNb(worker, op.tag, op.mask, true, scratch.address());
                     len = scratch.get(JAVA_LONG, TRI_LENGTH);
                     stag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
