@@ -365,15 +365,30 @@ public final class Engine {
     static int sendNowFlag = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
 
     /**
-     * Owner thread only: sends a message inside the call, asking UCX to complete it there (its short protocol:
-     * {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). Returns {@link #SENT} when it did; null when it cannot (UCX said no
-     * resource, or from any other thread, on an endpoint that is not open, or while a flight recording wants
-     * transfers): the caller then takes the ordinary path, which also reports errors; UCX itself tries the short
+     * Owner thread (or a blocking call that borrows the worker): sends a message inside the call, asking UCX to
+     * complete it there (its short protocol: {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). Returns {@link #SENT} when it
+     * did; null when it cannot (UCX said no resource, or from any other thread that cannot borrow the worker, on an
+     * endpoint that is not open, or while a flight recording wants transfers): the caller then takes the ordinary path, which also reports errors; UCX itself tries the short
      * protocol first, so order is kept. A UCX that takes the send but does not finish it inside the call (UCX 1.20
      * stream sends with protocol v2 ignore the flag) hands back a request: the send is in flight and must not be
      * made again, so it becomes the returned op, completed by its callback like any other.
      */
     public Op tagSendNow(EndpointCore ep, long address, long length, long tag, boolean blocking) {
+        if (Thread.currentThread() != owner) {
+            // a blocking send borrows the worker for the call (see borrowFor); an async one goes through the queue
+            if (!blocking || !borrowFor(ep)) {
+                return null;
+            }
+            try {
+                return tagSendOwned(ep, address, length, tag, true);
+            } finally {
+                giveBack();
+            }
+        }
+        return tagSendOwned(ep, address, length, tag, blocking);
+    }
+
+    private Op tagSendOwned(EndpointCore ep, long address, long length, long tag, boolean blocking) {
         if (!ownerMayActNow(ep)) {
             return null;
         }
@@ -580,16 +595,55 @@ public final class Engine {
      * (the receiver's side of {@link #tagSendNow}): an eager message that fits completes at once, with no op, no
      * request and no upcall; a rendezvous one is waited for here (polled); one too long for the buffer goes the
      * probed-receive way, which reports the truncation. A message not there yet is received by a posted request
-     * this thread polls ({@link #spinPolled}). Returns the length, or {@link #NOT_NOW} (another thread, endpoint
-     * not open, a flight recording wants transfers).
+     * this thread polls ({@link #spinPolled}), and if it takes longer, tested by whoever drives the worker. Another
+     * thread borrows the worker for the call ({@link #borrowFor}) and gives it back before it waits longer. Returns
+     * the length, or {@link #NOT_NOW} (a thread that cannot borrow the worker, endpoint not open, a flight
+     * recording wants transfers).
      */
     public long tagRecvNow(EndpointCore ep, long address, long length, long tag, long timeoutNanos) {
-        if (!ownerMayActNow(ep)) {
-            return NOT_NOW;
+        boolean borrowed = false;
+        if (Thread.currentThread() != owner) {
+            if (!borrowFor(ep)) {
+                return NOT_NOW;
+            }
+            borrowed = true;
         }
-        if (recvInfoAtOnce) {
-            return tagRecvWithInfo(ep, address, length, tag, timeoutNanos);
+        Op waiting;
+        try {
+            if (!ownerMayActNow(ep)) {
+                return NOT_NOW;
+            }
+            long n = recvInfoAtOnce ? tagRecvWithInfo(ep, address, length, tag) : tagRecvProbed(ep, address, length,
+                    tag);
+            if (n != PENDING) {
+                return n;
+            }
+            waiting = pendingNow;
+            pendingNow = null;
+        } finally {
+            if (borrowed) {
+                giveBack(); // the receive still pending completes by whoever drives the worker next (polled)
+            }
         }
+        return await(waiting, timeoutNanos);
+    }
+
+    /** {@link #tagRecvProbed}/{@link #tagRecvWithInfo}: the receive is pending as {@link #pendingNow}. */
+    private static final long PENDING = -2;
+    /** The op a {@link #PENDING} receive left for its caller to wait for (owner thread, read at once). */
+    private Op pendingNow;
+
+    /**
+     * A thread that does not own the worker borrows it for one blocking call ({@link #borrow}) when that call could
+     * act on the endpoint now; false when it cannot (no progress thread, lending off, another borrower, closing).
+     * The call then costs no hand-off to the progress thread and back: no queue, no op, no upcall.
+     */
+    private boolean borrowFor(EndpointCore ep) {
+        return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers) && borrow();
+    }
+
+    /** {@link #tagRecvNow} on UCX < 1.16, which reports no length for a receive completed inside the call. */
+    private long tagRecvProbed(EndpointCore ep, long address, long length, long tag) {
         long msg = Ucp.tagProbeNb(worker, tag, -1L, true, scratch.address());
         if (msg == 0) {
             // nothing waits: post the receive (nothing progressed since the probe, so UCX can only queue it) and
@@ -598,14 +652,15 @@ public final class Engine {
             long r = Ucp.tagRecvQueued(worker, address, length, tag, -1L, reqParam.address());
             long startedAt = length >= PeerStats.LARGE ? System.nanoTime() : 0;
             long n = Status.isError(r) ? -1 : spinPolled(ep, r, startedAt);
-            return n >= 0 ? n : awaitPolled(ep, address, length, tag, r, startedAt, timeoutNanos);
+            return n >= 0 ? n : polledOp(ep, address, length, tag, r, startedAt);
         }
         long len = scratch.get(JAVA_LONG, TRI_LENGTH);
         long senderTag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
         if (len > length) {
             Op op = probedRecv(ep, msg, senderTag, len, address, length, 0, null, true);
-            submit(op);
-            return await(op, timeoutNanos);
+            submit(op); // this thread owns the worker: posted at once, reports the truncation
+            pendingNow = op;
+            return PENDING;
         }
         setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE, 0, 0, 0); // no callback: done at once, or a request to poll
         long r = Ucp.tagMsgRecvNbx(worker, address, length, msg, reqParam.address());
@@ -615,18 +670,17 @@ public final class Engine {
             return len;
         }
         // rendezvous: the payload is still on its way (the start time feeds the per-peer bandwidth figures)
-        return awaitPolled(ep, address, length, tag, r, len >= PeerStats.LARGE ? System.nanoTime() : 0,
-                timeoutNanos);
+        return polledOp(ep, address, length, tag, r, len >= PeerStats.LARGE ? System.nanoTime() : 0);
     }
 
     /**
-     * The owner thread's tag receive that UCX did not finish inside the call: {@code r} is its request (polled by
-     * this thread while it waits, no upcall) or the error UCX gave at once.
+     * A tag receive UCX did not finish inside the call: {@code r} is its request (posted without a callback, and
+     * tested by whoever drives the worker: {@link #testPolled}) or the error UCX gave at once. Leaves the op in
+     * {@link #pendingNow}.
      */
-    private long awaitPolled(EndpointCore ep, long address, long length, long tag, long r, long startedAt,
-            long timeoutNanos) {
+    private long polledOp(EndpointCore ep, long address, long length, long tag, long r, long startedAt) {
         Op op = tagRecv(ep, address, length, tag, -1L, 0, null, true);
-        op.waitedBy(owner);
+        op.waitedBy(Thread.currentThread());
         if (Status.isError(r)) {
             op.finish(0, 0, errorFor(op, (int) r));
         } else {
@@ -636,7 +690,8 @@ public final class Engine {
             op.polled = true;
             linkPending(op);
         }
-        return await(op, timeoutNanos);
+        pendingNow = op;
+        return PENDING;
     }
 
     /** UCX 1.16 and later report length and tag of a tag receive that completes inside the call (recv_info). */
@@ -647,7 +702,7 @@ public final class Engine {
      * at once ({@code recv_info}) takes a message that already waits without a probe, and queues the receive for
      * one still to come (then polled by this thread, no upcall).
      */
-    private long tagRecvWithInfo(EndpointCore ep, long address, long length, long tag, long timeoutNanos) {
+    private long tagRecvWithInfo(EndpointCore ep, long address, long length, long tag) {
         setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO, 0, 0, 0);
         reqParam.set(JAVA_LONG, RP_RECV_INFO, scratch.address());
         long startedAt = length >= PeerStats.LARGE ? System.nanoTime() : 0;
@@ -659,14 +714,14 @@ public final class Engine {
             return len;
         }
         long n = Status.isError(r) ? -1 : spinPolled(ep, r, startedAt);
-        return n >= 0 ? n : awaitPolled(ep, address, length, tag, r, startedAt, timeoutNanos);
+        return n >= 0 ? n : polledOp(ep, address, length, tag, r, startedAt);
     }
 
     /**
      * Owner thread: drives the worker for a tag receive it has just posted without a callback (request {@code r})
      * for as long as a reply would take in a ping-pong ({@link #HOT_SPINS} turns), with no op, no slot and no
      * pending-list entry; the request is tested after each progress call that did work. Returns the length when
-     * it completed, or -1 to go on the ordinary way ({@link #awaitPolled}, with the same request): not done yet, an
+     * it completed, or -1 to go on the ordinary way ({@link #polledOp}, with the same request): not done yet, an
      * error (that way maps it), or the endpoint is no longer open (the request is then canceled first, since the
      * endpoint's failure could not cancel a request it did not know).
      */
@@ -984,15 +1039,10 @@ public final class Engine {
         boolean timedOut = false;
         if (Thread.currentThread() == owner) {
             checkNotInProgress(op.what);
-            // caller-driven: progress ourselves; the clock is read only when there is a deadline, every 64 turns
-            // a polled receive completes inside a progress call that did some work: it is tested after those (and
-            // every 64 turns, in case UCX completed it without counting an event)
+            // caller-driven: progress ourselves (a polled receive is tested inside progressOnce); the clock is read
+            // only when there is a deadline, every 64 turns
             idle = 0;
             int turns = 0;
-            // A polled receive still in flight was posted by this thread just now, with nothing progressed since
-            // (a tag receive right after its probe missed, a stream receive UCX did not complete at once): testing
-            // it before a progress call could only miss, so the first test comes after one that did work.
-            boolean test = false;
             while (!op.done) {
                 boolean check = (++turns & 63) == 0;
                 if (check && timeoutNanos >= 0 && !op.cancelRequested && System.nanoTime() - deadline >= 0) {
@@ -1003,11 +1053,7 @@ public final class Engine {
                     interrupted = true;
                     cancel(op);
                 }
-                if ((test || check) && op.polled && op.request != 0 && pollRecv(op)) {
-                    break;
-                }
-                test = progressOnce() != 0;
-                if (!test) {
+                if (progressOnce() == 0) {
                     idleStep(op);
                 } else {
                     idle = 0;
@@ -1061,6 +1107,40 @@ public final class Engine {
                             : "); UCX cannot withdraw it, so its endpoint was aborted"), Status.ERR_TIMED_OUT, op.error);
         }
         return op.resultOrThrow();
+    }
+
+    // ---- polled receives: posted without a callback (no upcall); whoever drives the worker tests them
+    private Op[] polledOps = new Op[4];
+    private int polledCount;
+    private int pollTurns;
+
+    private void addPolled(Op op) {
+        if (polledCount == polledOps.length) {
+            polledOps = java.util.Arrays.copyOf(polledOps, polledCount * 2);
+        }
+        polledOps[polledCount++] = op;
+    }
+
+    private void removePolled(Op op) {
+        for (int i = 0; i < polledCount; i++) {
+            if (polledOps[i] == op) {
+                polledOps[i] = polledOps[--polledCount];
+                polledOps[polledCount] = null;
+                return;
+            }
+        }
+    }
+
+    /** Completes the polled receives UCX is done with (owner thread); how many. */
+    private int testPolled() {
+        int done = 0;
+        // backwards: a completed one is replaced by the last, already tested
+        for (int i = polledCount - 1; i >= 0; i--) {
+            if (i < polledCount && pollRecv(polledOps[i])) {
+                done++;
+            }
+        }
+        return done;
     }
 
     /** Completes a polled receive if UCX is done with it (owner thread); true when it completed. */
@@ -1299,11 +1379,18 @@ public final class Engine {
             dispatch(op);
             work++;
         }
+        int events;
         inProgress = true;
         try {
-            work += Ucp.workerProgress(worker);
+            events = Ucp.workerProgress(worker);
         } finally {
             inProgress = false;
+        }
+        work += events;
+        // polled receives complete inside a progress call that did some work: tested after those (and every 64
+        // calls, in case UCX completed one without counting an event)
+        if (polledCount != 0 && (events != 0 || (++pollTurns & 63) == 0)) {
+            work += testPolled();
         }
         if (shmCheck.inFlight()) {
             shmCheck.poll();
@@ -1499,7 +1586,7 @@ public final class Engine {
                 long r = Ucp.streamRecvNbx(source, op.address, op.length, lenOut.address(),
                         reqParam.address());
                 if (posted(op, slot, r, r == 0 ? lenOut.get(JAVA_LONG, 0) : 0, 0)) {
-                    op.ep.addPending(op);
+                    linkPending(op);
                 }
             }
             case Op.AM_SEND -> {
@@ -1593,6 +1680,9 @@ public final class Engine {
     }
 
     private void linkPending(Op op) {
+        if (op.polled) {
+            addPolled(op);
+        }
         if (op.ep != null) {
             op.ep.addPending(op);
         } else {
@@ -1606,6 +1696,9 @@ public final class Engine {
     }
 
     private void unlinkPending(Op op) {
+        if (op.polled) {
+            removePolled(op);
+        }
         if (op.ep != null) {
             op.ep.removePending(op);
             return;
