@@ -118,4 +118,48 @@ class LendingTest {
             a.close();
         }
     }
+
+    /**
+     * A blocking call that borrows the worker acts inside the call, but after everything the same thread queued
+     * before it: sends on one tag arrive in the order they were made, and receives on one tag take messages in the
+     * order they were posted, mixing asynchronous and blocking calls.
+     */
+    @Test
+    void aBorrowingCallKeepsTheOrderOfTheThreadsEarlierCalls() throws Exception {
+        pair((a, client, server, arena) -> {
+            int rounds = 400, burst = 8;
+            int total = rounds * (burst + 1);
+            MemorySegment[] outs = new MemorySegment[total];
+            CompletableFuture<?> sender = CompletableFuture.runAsync(() -> {
+                java.util.List<CompletableFuture<Long>> pending = new java.util.ArrayList<>();
+                for (int i = 0, n = 0; i < rounds; i++) {
+                    for (int j = 0; j < burst; j++, n++) {
+                        outs[n] = arena.allocateFrom(ValueLayout.JAVA_LONG, n);
+                        pending.add(client.sendAsync(outs[n], 4));
+                    }
+                    outs[n] = arena.allocateFrom(ValueLayout.JAVA_LONG, n);
+                    client.send(outs[n], 4, T); // may borrow the worker: must not overtake the burst before it
+                    n++;
+                }
+                pending.forEach(CompletableFuture::join);
+            }, r -> Thread.ofPlatform().start(r));
+            long expect = 0;
+            for (int i = 0; i < rounds; i++) {
+                MemorySegment[] ins = new MemorySegment[burst];
+                java.util.List<CompletableFuture<Long>> rs = new java.util.ArrayList<>();
+                for (int j = 0; j < burst; j++) {
+                    ins[j] = arena.allocate(8);
+                    rs.add(server.recvAsync(ins[j], 4));
+                }
+                MemorySegment last = arena.allocate(8);
+                assertEquals(8, server.recv(last, 4, T)); // posted after the burst's receives: takes the last
+                for (int j = 0; j < burst; j++) {
+                    assertEquals(8, rs.get(j).get(10, TimeUnit.SECONDS));
+                    assertEquals(expect++, ins[j].get(ValueLayout.JAVA_LONG, 0), "message order, round " + i);
+                }
+                assertEquals(expect++, last.get(ValueLayout.JAVA_LONG, 0), "message order, round " + i);
+            }
+            sender.get(30, TimeUnit.SECONDS);
+        });
+    }
 }

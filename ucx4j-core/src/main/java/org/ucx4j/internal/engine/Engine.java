@@ -639,7 +639,34 @@ public final class Engine {
      * The call then costs no hand-off to the progress thread and back: no queue, no op, no upcall.
      */
     private boolean borrowFor(EndpointCore ep) {
-        return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers) && borrow();
+        if (ep.state != EndpointCore.OPEN || ep.failure != null || (Jfr.AVAILABLE && Jfr.transfers) || !borrow()) {
+            return false;
+        }
+        if (!drainQueue()) {
+            giveBack();
+            return false;
+        }
+        return true;
+    }
+
+    /** How many queued ops a borrowing call posts before it gives up acting inside the call. */
+    private static final int DRAIN_MAX = 4096;
+
+    /**
+     * Owner thread: posts what other threads (and this one, before it borrowed) queued, so that a call made inside
+     * the call comes after this thread's earlier ones: sends on an endpoint go out, and receives match, in the
+     * order they were made. False when the queue did not empty within {@link #DRAIN_MAX} ops.
+     */
+    private boolean drainQueue() {
+        Op op;
+        for (int i = 0; i < DRAIN_MAX; i++) {
+            if ((op = queue.poll()) == null) {
+                return true;
+            }
+            op.clearQueued();
+            dispatch(op);
+        }
+        return queue.isEmpty();
     }
 
     /** {@link #tagRecvNow} on UCX < 1.16, which reports no length for a receive completed inside the call. */
