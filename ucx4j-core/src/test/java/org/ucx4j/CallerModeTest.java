@@ -516,4 +516,28 @@ class CallerModeTest {
             }
         }
     }
+
+    /** In caller mode, waiting on a future on the owner thread drives the worker (nobody else would). */
+    @Test
+    void aFutureWaitedForOnTheOwnerThreadCompletes() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment in = arena.allocate(64);
+                CompletableFuture<Long> r = client.recvAsync(in, 30);
+                CompletableFuture.runAsync(() -> {
+                    sleep(20);
+                    server.send(Data.pattern(arena, 64, 9), 30, T);
+                });
+                assertEquals(64, r.get(10, TimeUnit.SECONDS)); // before: nothing progressed, a TimeoutException
+                Data.verify(in, 64, 9);
+                CompletableFuture<Long> r2 = client.recvAsync(in, 31);
+                server.sendAsync(Data.pattern(arena, 64, 10), 31);
+                assertEquals(64, r2.join());
+                Data.verify(in, 64, 10);
+                // a timed get with nothing coming still ends on time
+                assertThrows(java.util.concurrent.TimeoutException.class,
+                        () -> client.recvAsync(arena.allocate(8), 32).get(30, TimeUnit.MILLISECONDS));
+            }
+        });
+    }
 }

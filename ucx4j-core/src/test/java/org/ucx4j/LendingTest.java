@@ -162,4 +162,30 @@ class LendingTest {
             sender.get(30, TimeUnit.SECONDS);
         });
     }
+
+    /**
+     * Waiting on an async operation's future ({@code get}, {@code join}) drives the worker the same way: the waiting
+     * thread borrows it, and a timed {@code get} still ends on time.
+     */
+    @Test
+    void waitingOnAFutureBorrowsTheWorker() throws Exception {
+        pair((a, client, server, arena) -> {
+            MemorySegment in = arena.allocate(8);
+            CompletableFuture<Long> r = client.recvAsync(in, 5);
+            TestHooks.clearLastBorrower();
+            long t0 = System.nanoTime();
+            assertThrows(java.util.concurrent.TimeoutException.class, () -> r.get(50, TimeUnit.MILLISECONDS));
+            long waited = System.nanoTime() - t0;
+            assertTrue(waited < TimeUnit.SECONDS.toNanos(5), "the timed get ended: " + waited + " ns");
+            assertSame(Thread.currentThread(), TestHooks.lastBorrower(), "the waiting thread borrowed the worker");
+            server.send(arena.allocateFrom(ValueLayout.JAVA_LONG, 42L), 5, T);
+            assertEquals(8, r.join());
+            assertEquals(42L, in.get(ValueLayout.JAVA_LONG, 0));
+            // async sends made while nobody drives the worker go out inside the call; their futures are complete
+            CompletableFuture<Long> s = client.sendAsync(arena.allocateFrom(ValueLayout.JAVA_LONG, 43L), 6);
+            assertEquals(8, server.recv(in, 6, T));
+            assertEquals(43L, in.get(ValueLayout.JAVA_LONG, 0));
+            assertEquals(8, s.get(10, TimeUnit.SECONDS));
+        });
+    }
 }

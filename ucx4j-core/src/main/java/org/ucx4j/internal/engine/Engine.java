@@ -375,12 +375,13 @@ public final class Engine {
      */
     public Op tagSendNow(EndpointCore ep, long address, long length, long tag, boolean blocking) {
         if (Thread.currentThread() != owner) {
-            // a blocking send borrows the worker for the call (see borrowFor); an async one goes through the queue
-            if (!blocking || !borrowFor(ep)) {
+            // a blocking send borrows the worker for the call (see borrowFor); an async one only when nobody drives
+            // it (it does not wait for the progress thread to hand it over), else it goes through the queue
+            if (!(blocking ? borrowFor(ep) : borrowIdleFor(ep))) {
                 return null;
             }
             try {
-                return tagSendOwned(ep, address, length, tag, true);
+                return tagSendOwned(ep, address, length, tag, blocking);
             } finally {
                 giveBack();
             }
@@ -546,8 +547,14 @@ public final class Engine {
 
     private DoneFuture lastDone;
 
-    /** Owner thread: a completed future of {@code length}, shared by consecutive sends of one size. */
+    /**
+     * A completed future of {@code length}: on the owner thread shared by consecutive sends of one size; a new one
+     * on a thread that made its send with a borrowed worker it has given back.
+     */
     public SafeFuture<Long> completed(long length) {
+        if (Thread.currentThread() != owner) {
+            return new DoneFuture(executor, length);
+        }
         DoneFuture d = lastDone;
         if (d == null || d.value != length) {
             lastDone = d = new DoneFuture(executor, length);
@@ -642,6 +649,31 @@ public final class Engine {
         if (ep.state != EndpointCore.OPEN || ep.failure != null || (Jfr.AVAILABLE && Jfr.transfers) || !borrow()) {
             return false;
         }
+        if (!drainQueue()) {
+            giveBack();
+            return false;
+        }
+        return true;
+    }
+
+    /**
+     * {@link #borrowFor} for an asynchronous call, which must not wait: only a worker nobody drives now (given back
+     * by a borrower, not yet taken back by the progress thread) is taken.
+     */
+    private boolean borrowIdleFor(EndpointCore ep) {
+        if (!LENDING || lend.get() != RETURNED || ep.state != EndpointCore.OPEN || ep.failure != null
+                || (Jfr.AVAILABLE && Jfr.transfers) || stopRequested) {
+            return false;
+        }
+        Thread me = Thread.currentThread();
+        if (!borrower.compareAndSet(null, me)) {
+            return false;
+        }
+        if (!lend.compareAndSet(RETURNED, LENT)) {
+            borrower.set(null);
+            return false;
+        }
+        owner = me;
         if (!drainQueue()) {
             giveBack();
             return false;
@@ -933,6 +965,41 @@ public final class Engine {
         Inbox in = amReceiver.inbox(ep, kind);
         in.take(f, ep == null ? null : ep.unusable(kind == AmWire.PLAIN ? "active message receive"
                 : kind == AmWire.FRAMES ? "frames receive" : "object receive"));
+    }
+
+    /**
+     * A thread about to wait for {@code f} (its {@code get}/{@code join}) drives the worker meanwhile where it can,
+     * and returns when {@code f} is done, the time is up, the thread was interrupted, or it cannot (or may no
+     * longer) drive: in caller mode the owner thread progresses until then (a {@code get()} there would otherwise
+     * wait for nobody); another thread borrows the worker from the progress thread, as a blocking call does. The
+     * caller then waits the ordinary way.
+     */
+    void help(SafeFuture<?> f, long timeoutNanos) {
+        long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
+        Thread me = Thread.currentThread();
+        if (me == owner) {
+            if (inProgress || me == progressThread || stopRequested) {
+                return; // inside a callback, or the progress thread itself: nothing to drive from here
+            }
+            idle = 0;
+            for (int turns = 1; !f.isDone() && !stopRequested; turns++) {
+                if ((turns & 63) == 0 && (me.isInterrupted() || timeoutNanos >= 0
+                        && System.nanoTime() - deadline >= 0)) {
+                    return;
+                }
+                if (progressOnce() == 0) {
+                    idleStep(WAITING);
+                } else {
+                    idle = 0;
+                }
+            }
+        } else if (borrow()) {
+            try {
+                drive(null, f, deadline, timeoutNanos);
+            } finally {
+                giveBack();
+            }
+        }
     }
 
     /**

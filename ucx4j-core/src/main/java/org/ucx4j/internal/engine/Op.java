@@ -2,7 +2,11 @@ package org.ucx4j.internal.engine;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.LockSupport;
 import org.ucx4j.UcxException;
 
@@ -126,6 +130,40 @@ public final class Op extends SafeFuture<Long> {
             engine.cancel(this);
         }
         return r;
+    }
+
+    /**
+     * Waits as {@link CompletableFuture#get()} does, after driving the worker itself meanwhile where it can (see
+     * {@link Engine#help}): in caller mode on the owner thread, or by borrowing it from the progress thread.
+     */
+    @Override
+    public Long get() throws InterruptedException, ExecutionException {
+        if (!isDone() && engine != null) {
+            engine.help(this, -1);
+        }
+        return super.get();
+    }
+
+    /** {@link #get()} with a timeout: the time spent driving the worker counts against it. */
+    @Override
+    public Long get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException,
+            TimeoutException {
+        if (isDone() || engine == null) {
+            return super.get(timeout, unit);
+        }
+        long nanos = unit.toNanos(timeout);
+        long start = System.nanoTime();
+        engine.help(this, Math.max(0, nanos));
+        return super.get(Math.max(0, nanos - (System.nanoTime() - start)), TimeUnit.NANOSECONDS);
+    }
+
+    /** {@link #get()} for {@link CompletableFuture#join()}. */
+    @Override
+    public Long join() {
+        if (!isDone() && engine != null) {
+            engine.help(this, -1);
+        }
+        return super.join();
     }
 
     /** Readies a recycled blocking op for its next use (the submitting thread only, before submit). */
