@@ -138,12 +138,17 @@ final class SendRecvBench implements Callable<Integer> {
     }
 
     private ProgressMode progressMode() {
+        return progressMode(progress);
+    }
+
+    /** {@code --progress} of the benchmarks: caller, thread (= backoff), backoff, blocking or polling. */
+    static ProgressMode progressMode(String progress) {
         return switch (progress) {
             case "caller" -> ProgressMode.CALLER;
             case "thread", "backoff" -> ProgressMode.BACKOFF;
             case "blocking" -> ProgressMode.BLOCKING;
             case "polling" -> ProgressMode.POLLING;
-            default -> throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+            default -> throw new IllegalArgumentException(
                     "--progress: caller, thread, backoff, blocking or polling, not " + progress);
         };
     }

@@ -62,6 +62,11 @@ final class SweepBench implements Callable<Integer> {
                     + "none: off on both (UCX 1.13 then uses CMA zero-copy on one host)")
     String errorHandling;
 
+    @Option(names = "--progress", defaultValue = "caller", description = "ucx4j's progress mode on both sides: "
+            + "caller (the measuring thread drives the worker, as ucx_perftest does), or a progress thread: backoff "
+            + "(ucx4j's default), blocking or polling (a waiting thread borrows the worker from it)")
+    String progress;
+
     @Option(names = "--pull-budget", description = "the receiving ucx4j worker's rendezvous pull budget in bytes "
             + "(UcxOptions.withPullBudget; e.g. 1m, 1024m; default: ucx4j's, 4 MiB)")
     String pullBudget;
@@ -125,7 +130,7 @@ final class SweepBench implements Callable<Integer> {
                 return 1;
             }
             String[] p = line.split(" ");
-            try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
+            try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(SendRecvBench.progressMode(progress))
                     .withPeerErrorHandling(peerErrors).withName("sweep-client"));
                     Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p[1]), Duration.ofSeconds(30));
                     SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
@@ -178,9 +183,10 @@ final class SweepBench implements Callable<Integer> {
     }
 
     private String describe() {
-        return String.format(Locale.ROOT, "ucx4j %s api, caller progress, window %d; ucx_perftest %s %s; NIO "
+        return String.format(Locale.ROOT, "ucx4j %s api, %s progress, window %d; ucx_perftest %s %s; NIO "
                 + "blocking SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians; ratios: median of the "
-                + "per-round ratios)", api, window,
+                + "per-round ratios)", api, SendRecvBench.progressMode(progress).name().toLowerCase(Locale.ROOT),
+                window,
                 PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
                         + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),
                 peerErrors(errorHandling) ? "-e" : "without -e", repeat)
@@ -300,7 +306,7 @@ final class SweepBench implements Callable<Integer> {
 
     private Process startServer() throws Exception {
         List<String> cmd = new ArrayList<>(Main.selfCommand("bench", "sweep-server", "--error-handling",
-                errorHandling));
+                errorHandling, "--progress", progress));
         if (pullBudget != null) {
             cmd.addAll(List.of("--pull-budget", pullBudget));
         }
@@ -316,9 +322,13 @@ final class SweepBench implements Callable<Integer> {
         @Option(names = "--pull-budget")
         String pullBudget;
 
+        @Option(names = "--progress", defaultValue = "caller")
+        String progress;
+
         @Override
         public Integer call() throws Exception {
-            UcxOptions o = UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
+            ProgressMode mode = SendRecvBench.progressMode(progress);
+            UcxOptions o = UcxOptions.defaults().withProgressMode(mode)
                     .withPeerErrorHandling(peerErrors(errorHandling)).withName("sweep-server");
             if (pullBudget != null) {
                 o = o.withPullBudget(Measurement.parseSize(pullBudget));
@@ -332,7 +342,9 @@ final class SweepBench implements Callable<Integer> {
                     System.out.flush();
                     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
                     while (!accepted.isDone() && System.nanoTime() < deadline) {
-                        if (ucx.progress() == 0) {
+                        if (mode != ProgressMode.CALLER) {
+                            Thread.sleep(1); // the progress thread accepts
+                        } else if (ucx.progress() == 0) {
                             Thread.sleep(1);
                         }
                     }
