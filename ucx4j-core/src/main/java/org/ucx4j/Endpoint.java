@@ -385,7 +385,7 @@ public final class Endpoint implements AutoCloseable {
      * the wire exactly as given, with UCX AM id 0.
      */
     public CompletableFuture<Long> amSendAsync(MemorySegment header, MemorySegment payload) {
-        Op now = amSentNow(header, payload);
+        Op now = amSentNow(header, payload, false);
         if (now == Engine.SENT) {
             return engine.completed(payload.byteSize());
         }
@@ -401,21 +401,22 @@ public final class Endpoint implements AutoCloseable {
     }
 
     private void amSend(MemorySegment header, MemorySegment payload, long timeoutNanos) {
-        Op now = amSentNow(header, payload);
+        Op now = amSentNow(header, payload, true);
         if (now != Engine.SENT) {
             engine.await(now != null ? now : submitted(amOp(header, payload, true)), timeoutNanos);
         }
     }
 
     /**
-     * The owner thread's short active messages go out inside the call (see {@link #sendAsync}): {@link Engine#SENT},
+     * Short active messages go out inside the call where this thread owns (or borrows) the worker (see
+     * {@link #sendAsync}): {@link Engine#SENT},
      * or the op of one UCX took but did not finish, or null.
      */
-    private Op amSentNow(MemorySegment header, MemorySegment payload) {
+    private Op amSentNow(MemorySegment header, MemorySegment payload, boolean blocking) {
         Objects.requireNonNull(header, "header");
         Objects.requireNonNull(payload, "payload");
         ucx.checkOpen();
-        Op now = engine.amSendNow(core, header, payload);
+        Op now = engine.amSendNow(core, header, payload, blocking);
         return now != null && now != Engine.SENT ? kept(now, payload) : now;
     }
 

@@ -188,4 +188,41 @@ class LendingTest {
             assertEquals(8, s.get(10, TimeUnit.SECONDS));
         });
     }
+
+    /** The same for active messages: async and blocking sends and receives of one thread keep their order. */
+    @Test
+    void borrowingActiveMessageCallsKeepTheOrderOfTheThreadsEarlierCalls() throws Exception {
+        pair((a, client, server, arena) -> {
+            int rounds = 300, burst = 6;
+            MemorySegment none = MemorySegment.ofArray(new byte[0]);
+            CompletableFuture<?> sender = CompletableFuture.runAsync(() -> {
+                java.util.List<CompletableFuture<Long>> pending = new java.util.ArrayList<>();
+                for (long n = 0; n < (long) rounds * (burst + 1); n++) {
+                    MemorySegment p = arena.allocateFrom(ValueLayout.JAVA_LONG, n);
+                    if (n % (burst + 1) == burst) {
+                        client.amSend(none, p, T);
+                    } else {
+                        pending.add(client.amSendAsync(none, p));
+                    }
+                }
+                pending.forEach(CompletableFuture::join);
+            }, r -> Thread.ofPlatform().start(r));
+            long expect = 0;
+            for (int i = 0; i < rounds; i++) {
+                java.util.List<CompletableFuture<AmMessage>> rs = new java.util.ArrayList<>();
+                for (int j = 0; j < burst; j++) {
+                    rs.add(server.amRecvAsync());
+                }
+                try (AmMessage last = server.amRecv(T)) { // asked for after the burst: gets the message after it
+                    for (CompletableFuture<AmMessage> f : rs) {
+                        try (AmMessage m = f.get(10, TimeUnit.SECONDS)) {
+                            assertEquals(expect++, m.payload().get(ValueLayout.JAVA_LONG, 0), "order, round " + i);
+                        }
+                    }
+                    assertEquals(expect++, last.payload().get(ValueLayout.JAVA_LONG, 0), "order, round " + i);
+                }
+            }
+            sender.get(30, TimeUnit.SECONDS);
+        });
+    }
 }

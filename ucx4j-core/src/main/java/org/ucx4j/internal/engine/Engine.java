@@ -365,53 +365,61 @@ public final class Engine {
     static int sendNowFlag = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
 
     /**
-     * Owner thread (or a blocking call that borrows the worker): sends a message inside the call, asking UCX to
-     * complete it there (its short protocol: {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). Returns {@link #SENT} when it
-     * did; null when it cannot (UCX said no resource, or from any other thread that cannot borrow the worker, on an
-     * endpoint that is not open, or while a flight recording wants transfers): the caller then takes the ordinary path, which also reports errors; UCX itself tries the short
-     * protocol first, so order is kept. A UCX that takes the send but does not finish it inside the call (UCX 1.20
+     * Owner thread, or a thread that borrows the worker for the call ({@link #borrowForCall}): sends a message inside
+     * the call, asking UCX to complete it there (its short protocol: {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}).
+     * Returns {@link #SENT} when it did; null when it cannot (UCX said no resource, a thread that could not borrow
+     * the worker, an endpoint that is not open, a flight recording that wants transfers): the caller then takes the
+     * ordinary path, which also reports errors; UCX itself tries the short protocol first, so order is kept. A UCX that takes the send but does not finish it inside the call (UCX 1.20
      * stream sends with protocol v2 ignore the flag) hands back a request: the send is in flight and must not be
      * made again, so it becomes the returned op, completed by its callback like any other.
      */
     public Op tagSendNow(EndpointCore ep, long address, long length, long tag, boolean blocking) {
-        if (Thread.currentThread() != owner) {
-            // a blocking send borrows the worker for the call (see borrowFor); an async one only when nobody drives
-            // it (it does not wait for the progress thread to hand it over), else it goes through the queue
-            if (!(blocking ? borrowFor(ep) : borrowIdleFor(ep))) {
+        boolean borrowed = borrowForCall(ep, blocking);
+        try {
+            if (!ownerMayActNow(ep)) {
                 return null;
             }
-            try {
-                return tagSendOwned(ep, address, length, tag, blocking);
-            } finally {
+            int slot = reserveSlot();
+            setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
+                    | sendNowFlag, Stubs.SEND.address(), userData(slot), 0);
+            long r = Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address());
+            return Status.isRequest(r) ? adopt(tagSend(ep, address, length, tag, 0, blocking), slot, r)
+                    : sentNow(ep, slot, r, length);
+        } finally {
+            if (borrowed) {
                 giveBack();
             }
         }
-        return tagSendOwned(ep, address, length, tag, blocking);
     }
 
-    private Op tagSendOwned(EndpointCore ep, long address, long length, long tag, boolean blocking) {
-        if (!ownerMayActNow(ep)) {
-            return null;
-        }
-        int slot = reserveSlot();
-        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
-                | sendNowFlag, Stubs.SEND.address(), userData(slot), 0);
-        long r = Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address());
-        return Status.isRequest(r) ? adopt(tagSend(ep, address, length, tag, 0, blocking), slot, r)
-                : sentNow(ep, slot, r, length);
+    /**
+     * A thread that does not own the worker borrows it for one call that may act inside the call: a blocking call
+     * waits for the progress thread to hand it over ({@link #borrowFor}); an asynchronous one takes it only if nobody
+     * drives it now ({@link #borrowIdleFor}), and otherwise goes through the queue. True when it borrowed (then
+     * {@link #giveBack} after the call).
+     */
+    private boolean borrowForCall(EndpointCore ep, boolean blocking) {
+        return Thread.currentThread() != owner && (blocking ? borrowFor(ep) : borrowIdleFor(ep));
     }
 
     /** {@link #tagSendNow} for the stream API. */
     public Op streamSendNow(EndpointCore ep, long address, long length, boolean blocking) {
-        if (!ownerMayActNow(ep)) {
-            return null;
+        boolean borrowed = borrowForCall(ep, blocking);
+        try {
+            if (!ownerMayActNow(ep)) {
+                return null;
+            }
+            int slot = reserveSlot();
+            setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Stubs.SEND.address(),
+                    userData(slot), 0);
+            long r = Ucp.streamSendNow(ep.handle, address, length, reqParam.address());
+            return Status.isRequest(r) ? adopt(streamSend(ep, address, length, 0, blocking), slot, r)
+                    : sentNow(ep, slot, r, length);
+        } finally {
+            if (borrowed) {
+                giveBack();
+            }
         }
-        int slot = reserveSlot();
-        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Stubs.SEND.address(),
-                userData(slot), 0);
-        long r = Ucp.streamSendNow(ep.handle, address, length, reqParam.address());
-        return Status.isRequest(r) ? adopt(streamSend(ep, address, length, 0, blocking), slot, r)
-                : sentNow(ep, slot, r, length);
     }
 
     /** An active message sent inside the call that UCX did not finish there: the scratch block is its until then. */
@@ -421,7 +429,18 @@ public final class Engine {
      * {@link #tagSendNow} for a plain active message: the wire header (and a heap payload) are staged in the
      * owner's scratch block, which UCX has copied by the time a short send returns.
      */
-    public Op amSendNow(EndpointCore ep, MemorySegment header, MemorySegment payload) {
+    public Op amSendNow(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
+        boolean borrowed = borrowForCall(ep, blocking);
+        try {
+            return amSendOwned(ep, header, payload);
+        } finally {
+            if (borrowed) {
+                giveBack();
+            }
+        }
+    }
+
+    private Op amSendOwned(EndpointCore ep, MemorySegment header, MemorySegment payload) {
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
         long headerLength = prefix + header.byteSize();
         long length = payload.byteSize();
@@ -465,6 +484,18 @@ public final class Engine {
      * refused it at once (the ordinary path then reports the error).
      */
     public Op rmaNow(EndpointCore ep, boolean get, long local, long length, long remoteAddress, long rkey,
+            boolean blocking) {
+        boolean borrowed = borrowForCall(ep, blocking);
+        try {
+            return rmaOwned(ep, get, local, length, remoteAddress, rkey, blocking);
+        } finally {
+            if (borrowed) {
+                giveBack();
+            }
+        }
+    }
+
+    private Op rmaOwned(EndpointCore ep, boolean get, long local, long length, long remoteAddress, long rkey,
             boolean blocking) {
         if (!ownerMayActNow(ep)) {
             return null;
@@ -921,13 +952,46 @@ public final class Engine {
      * from the inbox while it progresses the worker, with no future; any other thread waits on one.
      */
     public AmData amTakeBlocking(EndpointCore ep, byte kind, long timeoutNanos, String what) {
+        long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         if (Thread.currentThread() != owner) {
-            return awaitFuture(amTake(ep, kind), timeoutNanos, what);
+            // another thread borrows the worker and takes the message the same way while it arrives soon; after
+            // that (or if it cannot borrow) it waits on a future the owner completes
+            if (ep == null ? borrow() && drainedOrGiveBack() : borrowFor(ep)) {
+                try {
+                    AmData m = takeDriving(ep, kind, timeoutNanos, deadline, what, true);
+                    if (m != null) {
+                        return m;
+                    }
+                } finally {
+                    giveBack();
+                }
+            }
+            long left = timeoutNanos < 0 ? -1 : Math.max(0, deadline - System.nanoTime());
+            return awaitFuture(amTake(ep, kind), left, what);
         }
         checkNotInProgress(what);
+        return takeDriving(ep, kind, timeoutNanos, deadline, what, false);
+    }
+
+    /** {@link #borrowFor} without an endpoint: posts what is queued, or gives the worker back (false). */
+    private boolean drainedOrGiveBack() {
+        if (drainQueue()) {
+            return true;
+        }
+        giveBack();
+        return false;
+    }
+
+    /**
+     * The owner thread takes the next message of {@code kind} from the inbox while it progresses the worker, with
+     * no future. A borrower ({@code borrowed}) gives up after {@link #DRIVE_IDLE_TURNS} idle duty cycles (null), as
+     * {@link #drive} does.
+     */
+    private AmData takeDriving(EndpointCore ep, byte kind, long timeoutNanos, long deadline, String what,
+            boolean borrowed) {
         Inbox in = amReceiver.inbox(ep, kind);
-        long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         idle = 0;
+        int idleTurns = 0;
         for (int turns = 1; ; turns++) {
             Object entry = in.poll();
             if (entry instanceof AmData m) {
@@ -949,10 +1013,19 @@ public final class Engine {
                         + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms (" + Status.name(Status.ERR_TIMED_OUT)
                         + ")", Status.ERR_TIMED_OUT);
             }
-            if (progressOnce() == 0) {
-                idleStep(WAITING);
-            } else {
+            if (progressOnce() != 0) {
                 idle = 0;
+                idleTurns = 0;
+            } else if (!borrowed) {
+                idleStep(WAITING);
+            } else if (++idleTurns >= DRIVE_IDLE_TURNS || stopRequested) {
+                return null;
+            } else if (idleTurns >= HOT_SPINS) {
+                if ((idleTurns & 255) == 0) {
+                    Thread.yield();
+                } else {
+                    Thread.onSpinWait();
+                }
             }
         }
     }
@@ -1077,8 +1150,11 @@ public final class Engine {
         }
         if (sleeping) {
             Ucp.workerSignal(worker);
-        } else if (lend.get() == RETURNED) {
-            LockSupport.unpark(progressThread); // parked after a loan: nobody drives the worker now
+        } else if (!op.blocking && lend.get() == RETURNED) {
+            // parked after a loan: nobody drives the worker now. Not for a blocking op: its thread borrows the
+            // worker next and posts it itself (or another borrower, which hands back to the progress thread when
+            // anything is queued), and a progress thread woken now would only take the worker back from under it.
+            LockSupport.unpark(progressThread);
         }
     }
 
