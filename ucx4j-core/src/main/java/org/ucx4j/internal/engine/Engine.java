@@ -1669,9 +1669,9 @@ public final class Engine {
                 int slot = allocSlot(op);
                 if (recvInfoAtOnce && op.probed == 0) {
                     // UCX >= 1.16: one call takes a message that waits (length and tag in recv_info, no upcall)
-                    // or queues the receive; the owner thread's own blocking receive is then polled, any other
-                    // completes through the callback
-                    op.polled = progressThread == null && op.blocking && op.waiter == owner;
+                    // or queues the receive; a blocking receive of the thread driving the worker (owner or
+                    // borrower) is then polled (testPolled), any other completes through the callback
+                    op.polled = op.blocking && op.waiter == owner;
                     setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO
                             | (op.polled ? 0 : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA),
                             op.polled ? 0 : Stubs.TAG_RECV.address(), op.polled ? 0 : userData(slot), 0);
@@ -1705,9 +1705,9 @@ public final class Engine {
                 }
                 // Otherwise the receive waits in UCX. UCX before 1.16 reports no length/tag for an immediately
                 // completed tag receive (recv_info is filled from 1.16), so immediate completion is refused: a
-                // request always comes back. A blocking receive of the owner thread itself is polled from its wait
-                // loop, without a callback; any other completes through the callback.
-                op.polled = progressThread == null && op.blocking && op.waiter == owner;
+                // request always comes back. A blocking receive of the thread driving the worker (owner or
+                // borrower) is polled (testPolled), without a callback; any other completes through the callback.
+                op.polled = op.blocking && op.waiter == owner;
                 if (op.polled) {
                     setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
                 } else {
@@ -1748,8 +1748,8 @@ public final class Engine {
                     return;
                 }
                 int slot = allocSlot(op);
-                // the owner thread's own blocking receive is polled (no upcall), like a tag receive
-                op.polled = progressThread == null && op.blocking && op.waiter == owner;
+                // the driving thread's own blocking receive is polled (no upcall), like a tag receive
+                op.polled = op.blocking && op.waiter == owner;
                 setParam(op.polled ? UCP_OP_ATTR_FIELD_FLAGS
                         : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                         Stubs.STREAM_RECV.address(), userData(slot), (int) op.mask);
