@@ -126,8 +126,9 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * On the worker's owner thread (caller-driven mode) a message small enough for UCX's short protocol is sent
-     * inside the call, without an operation object or a future of its own; anything else is an op.
+     * On the worker's owner thread (caller-driven mode), or on a thread that finds the worker idle and borrows it
+     * for the call, a message small enough for UCX's short protocol is sent inside the call, without an operation
+     * object (and on the owner thread without a future of its own); anything else is an op.
      */
     private CompletableFuture<Long> sendSegmentAsync(MemorySegment seg, long wireTag) {
         ucx.checkOpen();
@@ -653,8 +654,8 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * Starts a put or get: on the worker's owner thread (caller-driven mode) one UCX finishes inside the call
-     * (same-host: a copy from or to the peer's mapped memory) needs no operation object ({@link Engine#SENT});
+     * Starts a put or get: on the worker's owner thread (or one that borrows the worker) one UCX finishes inside
+     * the call (same-host: a copy from or to the peer's mapped memory) needs no operation object ({@link Engine#SENT});
      * anything else is an op in flight.
      */
     private Op rmaStart(boolean get, MemorySegment seg, RemoteKey key, long remoteOffset, boolean blocking) {

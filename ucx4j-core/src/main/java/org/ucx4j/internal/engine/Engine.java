@@ -369,9 +369,10 @@ public final class Engine {
      * the call, asking UCX to complete it there (its short protocol: {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}).
      * Returns {@link #SENT} when it did; null when it cannot (UCX said no resource, a thread that could not borrow
      * the worker, an endpoint that is not open, a flight recording that wants transfers): the caller then takes the
-     * ordinary path, which also reports errors; UCX itself tries the short protocol first, so order is kept. A UCX that takes the send but does not finish it inside the call (UCX 1.20
-     * stream sends with protocol v2 ignore the flag) hands back a request: the send is in flight and must not be
-     * made again, so it becomes the returned op, completed by its callback like any other.
+     * ordinary path, which also reports errors; UCX itself tries the short protocol first, so order is kept. A UCX
+     * that takes the send but does not finish it inside the call (UCX 1.20 stream sends with protocol v2 ignore the
+     * flag) hands back a request: the send is in flight and must not be made again, so it becomes the returned op,
+     * completed by its callback like any other.
      */
     public Op tagSendNow(EndpointCore ep, long address, long length, long tag, boolean blocking) {
         boolean borrowed = borrowForCall(ep, blocking);
@@ -480,8 +481,8 @@ public final class Engine {
     /**
      * {@link #tagSendNow} for a put or get, made without {@code FORCE_IMM_CMPL} (UCX 1.13 refuses every get that
      * carries it): UCX finishes a same-host one inside the call (a copy to or from the peer's mapped memory), and
-     * one it does not finish comes back as a request, adopted like a send's. Null from other threads, or when UCX
-     * refused it at once (the ordinary path then reports the error).
+     * one it does not finish comes back as a request, adopted like a send's. Null from a thread that could not
+     * borrow the worker, or when UCX refused it at once (the ordinary path then reports the error).
      */
     public Op rmaNow(EndpointCore ep, boolean get, long local, long length, long remoteAddress, long rkey,
             boolean blocking) {
