@@ -534,6 +534,23 @@ class CallerModeTest {
                 server.sendAsync(Data.pattern(arena, 64, 10), 31);
                 assertEquals(64, r2.join());
                 Data.verify(in, 64, 10);
+                // join() does not answer interrupts: with the flag set it still drives the worker to completion
+                CompletableFuture<Long> r3 = client.recvAsync(in, 33);
+                CompletableFuture.runAsync(() -> {
+                    sleep(20);
+                    server.send(Data.pattern(arena, 64, 11), 33, T);
+                });
+                // a watchdog fails the future instead of letting a join that does not drive hang the suite
+                CompletableFuture.runAsync(() -> r3.completeExceptionally(new AssertionError("join did not drive "
+                        + "the worker")), CompletableFuture.delayedExecutor(10, TimeUnit.SECONDS));
+                Thread.currentThread().interrupt();
+                try {
+                    assertEquals(64, r3.join());
+                    assertTrue(Thread.currentThread().isInterrupted(), "the interrupt is kept");
+                } finally {
+                    Thread.interrupted();
+                }
+                Data.verify(in, 64, 11);
                 // a timed get with nothing coming still ends on time
                 assertThrows(java.util.concurrent.TimeoutException.class,
                         () -> client.recvAsync(arena.allocate(8), 32).get(30, TimeUnit.MILLISECONDS));

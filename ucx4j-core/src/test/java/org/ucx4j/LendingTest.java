@@ -225,4 +225,35 @@ class LendingTest {
             sender.get(30, TimeUnit.SECONDS);
         });
     }
+
+    /**
+     * In BLOCKING mode, a receive that borrowed the worker, posted its request and gave the worker back still ends
+     * at its timeout: the cancel completes the request without an event, and the progress thread must see that
+     * before it sleeps on the event fd (it used to sleep through it: 1-2 s for a 50 ms timeout).
+     */
+    @Test
+    void aTimedReceiveEndsOnTimeInBlockingMode() throws Exception {
+        try (Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.BLOCKING));
+                Ucx b = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.BLOCKING));
+                Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                MemorySegment in = arena.allocate(8);
+                long best = Long.MAX_VALUE;
+                for (int i = 0; i < 3; i++) { // the best of three, so one slow spell of the machine does not count
+                    long t0 = System.nanoTime();
+                    assertThrows(UcxTimeoutException.class, () -> client.recv(in, 7, Duration.ofMillis(50)));
+                    best = Math.min(best, System.nanoTime() - t0);
+                }
+                assertTrue(best < TimeUnit.MILLISECONDS.toNanos(900), "a 50 ms receive took " + best / 1_000_000
+                        + " ms");
+                // the endpoint still works, and the timed-out receives took nothing
+                server.send(arena.allocateFrom(ValueLayout.JAVA_LONG, 5L), 7, T);
+                assertEquals(8, client.recv(in, 7, T));
+                assertEquals(5L, in.get(ValueLayout.JAVA_LONG, 0));
+            }
+        }
+    }
 }

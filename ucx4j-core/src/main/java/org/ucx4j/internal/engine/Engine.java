@@ -433,7 +433,7 @@ public final class Engine {
     public Op amSendNow(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
         boolean borrowed = borrowForCall(ep, blocking);
         try {
-            return amSendOwned(ep, header, payload);
+            return amSendOwned(ep, header, payload, blocking);
         } finally {
             if (borrowed) {
                 giveBack();
@@ -441,7 +441,7 @@ public final class Engine {
         }
     }
 
-    private Op amSendOwned(EndpointCore ep, MemorySegment header, MemorySegment payload) {
+    private Op amSendOwned(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
         long headerLength = prefix + header.byteSize();
         long length = payload.byteSize();
@@ -474,6 +474,7 @@ public final class Engine {
         }
         // not pooled: scratchInFlight must see this op's own completion, not a later reuse's
         Op op = amSend(ep, amId, sendScratch.address(), headerLength, buffer, length, false, length, 0, false);
+        op.blocking = blocking; // a blocking caller parks on it, and must be woken (adopt records the waiter)
         scratchInFlight = op;
         return adopt(op, slot, r);
     }
@@ -678,14 +679,8 @@ public final class Engine {
      * The call then costs no hand-off to the progress thread and back: no queue, no op, no upcall.
      */
     private boolean borrowFor(EndpointCore ep) {
-        if (ep.state != EndpointCore.OPEN || ep.failure != null || (Jfr.AVAILABLE && Jfr.transfers) || !borrow()) {
-            return false;
-        }
-        if (!drainQueue()) {
-            giveBack();
-            return false;
-        }
-        return true;
+        return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers) && borrow()
+                && drainedOrGiveBack();
     }
 
     /**
@@ -706,11 +701,7 @@ public final class Engine {
             return false;
         }
         owner = me;
-        if (!drainQueue()) {
-            giveBack();
-            return false;
-        }
-        return true;
+        return drainedOrGiveBack();
     }
 
     /** How many queued ops a borrowing call posts before it gives up acting inside the call. */
@@ -725,12 +716,29 @@ public final class Engine {
         Op op;
         for (int i = 0; i < DRAIN_MAX; i++) {
             if ((op = queue.poll()) == null) {
-                return true;
+                if (queue.isEmpty()) {
+                    return true;
+                }
+                Thread.onSpinWait(); // another thread is half-way through an offer: its op (or one before) is next
+                continue;
             }
             op.clearQueued();
             dispatch(op);
         }
         return queue.isEmpty();
+    }
+
+    /** {@link #drainQueue} right after a borrow: gives the worker back if it fails, or throws. */
+    private boolean drainedOrGiveBack() {
+        boolean drained = false;
+        try {
+            drained = drainQueue();
+        } finally {
+            if (!drained) {
+                giveBack();
+            }
+        }
+        return drained;
     }
 
     /** {@link #tagRecvNow} on UCX < 1.16, which reports no length for a receive completed inside the call. */
@@ -974,15 +982,6 @@ public final class Engine {
         return takeDriving(ep, kind, timeoutNanos, deadline, what, false);
     }
 
-    /** {@link #borrowFor} without an endpoint: posts what is queued, or gives the worker back (false). */
-    private boolean drainedOrGiveBack() {
-        if (drainQueue()) {
-            return true;
-        }
-        giveBack();
-        return false;
-    }
-
     /**
      * The owner thread takes the next message of {@code kind} from the inbox while it progresses the worker, with
      * no future. A borrower ({@code borrowed}) gives up after {@link #DRIVE_IDLE_TURNS} idle duty cycles (null), as
@@ -1048,16 +1047,17 @@ public final class Engine {
      * wait for nobody); another thread borrows the worker from the progress thread, as a blocking call does. The
      * caller then waits the ordinary way.
      */
-    void help(SafeFuture<?> f, long timeoutNanos) {
+    void help(SafeFuture<?> f, long timeoutNanos, boolean interruptible) {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         Thread me = Thread.currentThread();
         if (me == owner) {
             if (inProgress || me == progressThread || stopRequested) {
                 return; // inside a callback, or the progress thread itself: nothing to drive from here
             }
+            // join() does not answer interrupts, and nobody else would complete f: it drives on regardless
             idle = 0;
             for (int turns = 1; !f.isDone() && !stopRequested; turns++) {
-                if ((turns & 63) == 0 && (me.isInterrupted() || timeoutNanos >= 0
+                if ((turns & 63) == 0 && (interruptible && me.isInterrupted() || timeoutNanos >= 0
                         && System.nanoTime() - deadline >= 0)) {
                     return;
                 }
@@ -1498,7 +1498,11 @@ public final class Engine {
 
     /** Progress thread, at the top of a duty cycle with a borrow request: hands over, waits to be given it back. */
     private void lendWorker() {
-        lend.set(LENT); // before the owner: the borrower may give the worker back the moment it sees itself owner
+        // LENT before the owner: the borrower may give the worker back the moment it sees itself owner; a CAS, as a
+        // borrower that saw the worker closing may have withdrawn its request meanwhile
+        if (!lend.compareAndSet(REQUESTED, LENT)) {
+            return;
+        }
         Thread b = borrower.get(); // set before the request
         owner = b; // everything done so far is visible to the borrower
         LockSupport.unpark(b);
@@ -1605,8 +1609,10 @@ public final class Engine {
     private void sleep(Op waitingFor) {
         sleeping = true;
         try {
+            // a polled receive UCX completed without an event (a cancel: timeout, interrupt, failed endpoint) is
+            // seen before the nap, not after it
             if (!queue.isEmpty() || stopRequested || (waitingFor != null && waitingFor.done) || !deferred.isEmpty()
-                    || lend.get() == REQUESTED) {
+                    || lend.get() == REQUESTED || (polledCount != 0 && testPolled() != 0)) {
                 return;
             }
             int st = Ucp.workerArm(worker);
@@ -2049,6 +2055,9 @@ public final class Engine {
         }
         if (op.kind == Op.TAG_RECV) {
             Ucp.requestCancel(worker, op.request);
+            if (op.polled) {
+                pollRecv(op); // UCX completed it inside the cancel (no callback, no event): finish it now
+            }
         } else if (op.ep != null) {
             // UCX cannot cancel a send (or a stream receive) in flight: abort the endpoint, which purges it
             abortOnOwner(op.ep, null);
@@ -2338,6 +2347,9 @@ public final class Engine {
             if (op.request != 0) {
                 Ucp.requestCancel(worker, op.request);
             }
+        }
+        if (polledCount != 0) {
+            testPolled(); // the polled ones among them completed inside the cancel, without an event
         }
     }
 

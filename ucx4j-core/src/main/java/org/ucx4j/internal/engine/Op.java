@@ -139,7 +139,7 @@ public final class Op extends SafeFuture<Long> {
     @Override
     public Long get() throws InterruptedException, ExecutionException {
         if (!isDone() && engine != null) {
-            engine.help(this, -1);
+            engine.help(this, -1, true);
         }
         return super.get();
     }
@@ -153,7 +153,7 @@ public final class Op extends SafeFuture<Long> {
         }
         long nanos = unit.toNanos(timeout);
         long start = System.nanoTime();
-        engine.help(this, Math.max(0, nanos));
+        engine.help(this, Math.max(0, nanos), true);
         return super.get(Math.max(0, nanos - (System.nanoTime() - start)), TimeUnit.NANOSECONDS);
     }
 
@@ -161,7 +161,7 @@ public final class Op extends SafeFuture<Long> {
     @Override
     public Long join() {
         if (!isDone() && engine != null) {
-            engine.help(this, -1);
+            engine.help(this, -1, false);
         }
         return super.join();
     }
