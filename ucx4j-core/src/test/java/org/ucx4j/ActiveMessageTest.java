@@ -204,6 +204,31 @@ class ActiveMessageTest {
         });
     }
 
+    /**
+     * A handler runs on the thread that drives the worker, after the progress call: waiting there on a ucx4j
+     * future drives the worker, as a blocking call does (it used to wait for a progress thread that was itself
+     * the one waiting, until the timeout).
+     */
+    @Test
+    void waitingOnAFutureInsideAHandlerDrivesTheWorker() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            CompletableFuture<Object> seen = new CompletableFuture<>();
+            byte[] in = new byte[8];
+            server.onActiveMessage(m -> {
+                m.close();
+                try {
+                    seen.complete(server.recvAsync(in, 99).get(10, TimeUnit.SECONDS));
+                } catch (Throwable t) {
+                    seen.complete(t);
+                }
+            });
+            client.amSend(new byte[0], new byte[8]);
+            client.send(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}, 99);
+            assertEquals(8L, seen.get(20, TimeUnit.SECONDS));
+            assertArrayEquals(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}, in);
+        });
+    }
+
     @Test
     void settingAHandlerFailsReceivesStillWaiting() throws Exception {
         pair(UcxOptions.defaults(), (client, server, alloc) -> {

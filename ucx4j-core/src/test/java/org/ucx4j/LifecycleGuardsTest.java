@@ -83,12 +83,20 @@ class LifecycleGuardsTest {
                 // a rendezvous send completes in UCX's callback, inside ucp_worker_progress; a plain future's
                 // dependent runs right there, where a blocking receive would have to progress the worker again
                 CompletableFuture<Long> s = server.sendAsync(Data.pattern(arena, 1 << 20, 1), 1);
+                CompletableFuture<Throwable> seenGet = new CompletableFuture<>();
                 CompletableFuture.allOf(s).thenRun(() -> {
                     try {
                         server.recv(other, 2, Duration.ofSeconds(1));
                         seen.complete(null);
                     } catch (Throwable t) {
                         seen.complete(t);
+                    }
+                    // so is waiting on a ucx4j future there: nothing could complete it
+                    try {
+                        server.recvAsync(arena.allocate(8), 3).get(1, TimeUnit.SECONDS);
+                        seenGet.complete(null);
+                    } catch (Throwable t) {
+                        seenGet.complete(t);
                     }
                 });
                 assertEquals(1 << 20, client.recv(big, 1, T));
@@ -97,6 +105,9 @@ class LifecycleGuardsTest {
                 Throwable t = seen.get(10, TimeUnit.SECONDS);
                 assertInstanceOf(IllegalStateException.class, t);
                 assertTrue(t.getMessage().contains("async"), t.getMessage());
+                Throwable g = seenGet.get(10, TimeUnit.SECONDS);
+                assertInstanceOf(IllegalStateException.class, g);
+                assertTrue(g.getMessage().contains("waiting on its future"), g.getMessage());
                 // and the endpoint still works
                 client.send(Data.pattern(arena, 8, 2), 2);
                 assertEquals(8, server.recv(other, 2, T));

@@ -1051,8 +1051,11 @@ public final class Engine {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         Thread me = Thread.currentThread();
         if (me == owner) {
-            if (inProgress || me == progressThread || stopRequested) {
-                return; // inside a callback, or the progress thread itself: nothing to drive from here
+            // inside UCX's progress (a completion's dependent) nothing could complete f: refused, as a blocking
+            // call there is; an AM handler runs after the progress call and drives the worker as a blocking call does
+            checkNotInProgress(f instanceof Op op ? op.what + " (waiting on its future)" : "waiting on a future");
+            if (stopRequested) {
+                return;
             }
             // join() does not answer interrupts, and nobody else would complete f: it drives on regardless
             idle = 0;
