@@ -462,7 +462,7 @@ public final class Endpoint implements AutoCloseable {
         ucx.checkOpen();
         checkNoHandler();
         boolean checked = ucx.options().checkedMessages();
-        return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this, checked));
+        return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this, checked), true);
     }
 
     public AmMessage amRecv() {
@@ -531,7 +531,7 @@ public final class Endpoint implements AutoCloseable {
     public CompletableFuture<Frames> recvFramesAsync() {
         ucx.checkOpen();
         boolean checked = ucx.options().checkedMessages();
-        return Ucx.adapt(engine.amTake(core, AmWire.FRAMES), d -> new Frames(d, checked));
+        return Ucx.adapt(engine.amTake(core, AmWire.FRAMES), d -> new Frames(d, checked), true);
     }
 
     public Frames recvFrames() {
@@ -573,7 +573,7 @@ public final class Endpoint implements AutoCloseable {
 
     public CompletableFuture<byte[]> recvObjectAsync() {
         ucx.checkOpen();
-        return Ucx.adapt(engine.amTake(core, AmWire.OBJECT), Endpoint::objectBytes);
+        return Ucx.adapt(engine.amTake(core, AmWire.OBJECT), Endpoint::objectBytes, false);
     }
 
     /** The next object; {@link MessageRefusedException} if it is over {@link UcxOptions#withMaxMessageBytes}. */

@@ -540,7 +540,8 @@ public final class Ucx implements AutoCloseable {
     public CompletableFuture<AmMessage> amRecvAsync() {
         checkOpen();
         boolean checked = options.checkedMessages();
-        return adapt(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), d -> new AmMessage(d, null, checked));
+        return adapt(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), d -> new AmMessage(d, null, checked),
+                true);
     }
 
     public AmMessage amRecv() {
@@ -557,19 +558,25 @@ public final class Ucx implements AutoCloseable {
     }
 
     /**
-     * The future of a receiver-allocated message, converted off the progress thread. Canceling the result withdraws
+     * The future of a receiver-allocated message, converted where it arrives ({@code here}: ucx4j's own code, no
+     * copy) or off the worker's thread (a copy). Canceling the result withdraws
      * the receive (a message then goes to the next receive); it fails once a message was handed over.
      */
-    static <T> CompletableFuture<T> adapt(org.ucx4j.internal.engine.SafeFuture<org.ucx4j.internal.engine.AmData> src,
-            java.util.function.Function<org.ucx4j.internal.engine.AmData, T> convert) {
-        CompletableFuture<T> out = new org.ucx4j.internal.engine.SafeFuture<T>(src.defaultExecutor()) {
+    static <T> CompletableFuture<T> adapt(
+            org.ucx4j.internal.engine.EngineFuture<org.ucx4j.internal.engine.AmData> src,
+            java.util.function.Function<org.ucx4j.internal.engine.AmData, T> convert, boolean here) {
+        // waiting on it drives the worker, as on src (EngineFuture)
+        CompletableFuture<T> out = new org.ucx4j.internal.engine.EngineFuture<T>(
+                org.ucx4j.internal.engine.EngineFuture.engineOf(src)) {
             @Override
             public boolean cancel(boolean mayInterruptIfRunning) {
                 // withdraw the receive first; once a message was handed over, it is delivered, not dropped
                 return src.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
             }
         };
-        src.whenComplete((d, e) -> {
+        // the conversion is ucx4j's own code: where src completes (no hop to the executor before the waiter, or the
+        // user's dependents, see the message) unless it copies (here false), which stays off the worker's thread
+        java.util.function.BiConsumer<org.ucx4j.internal.engine.AmData, Throwable> deliver = (d, e) -> {
             if (e != null) {
                 boolean wrapped = e instanceof java.util.concurrent.CompletionException && e.getCause() != null;
                 out.completeExceptionally(wrapped ? e.getCause() : e);
@@ -585,7 +592,12 @@ public final class Ucx implements AutoCloseable {
                     out.completeExceptionally(t);
                 }
             }
-        });
+        };
+        if (here) {
+            src.whenDoneHere(deliver);
+        } else {
+            src.whenComplete(deliver);
+        }
         return out;
     }
 

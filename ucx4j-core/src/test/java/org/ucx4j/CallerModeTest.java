@@ -551,6 +551,22 @@ class CallerModeTest {
                     Thread.interrupted();
                 }
                 Data.verify(in, 64, 11);
+                // the same for a receiver-allocated active message, frames and an object
+                CompletableFuture<AmMessage> am = client.amRecvAsync();
+                CompletableFuture<Frames> frames = client.recvFramesAsync();
+                CompletableFuture<byte[]> object = client.recvObjectAsync();
+                // (sent asynchronously: this thread alone drives the receiving worker, so it must not block on a
+                // send whose protocol needs the receiver)
+                server.amSendAsync(MemorySegment.ofArray(new byte[] {4}), Data.pattern(arena, 64, 12));
+                server.sendFramesAsync(java.util.List.of(Data.pattern(arena, 16, 13)));
+                server.sendObjectAsync(new byte[] {1, 2, 3});
+                try (AmMessage m = am.get(10, TimeUnit.SECONDS)) {
+                    Data.verify(m.payload(), 64, 12);
+                }
+                try (Frames f = frames.join()) {
+                    Data.verify(f.get(0), 16, 13);
+                }
+                org.junit.jupiter.api.Assertions.assertArrayEquals(new byte[] {1, 2, 3}, object.get());
                 // a timed get with nothing coming still ends on time
                 assertThrows(java.util.concurrent.TimeoutException.class,
                         () -> client.recvAsync(arena.allocate(8), 32).get(30, TimeUnit.MILLISECONDS));

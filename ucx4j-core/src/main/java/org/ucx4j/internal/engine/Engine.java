@@ -938,8 +938,8 @@ public final class Engine {
      * The next receiver-allocated message of {@code kind} on {@code ep} (null: from raw peers, worker-level).
      * Completes with the message, or fails when the endpoint is gone and nothing is left to read.
      */
-    public SafeFuture<AmData> amTake(EndpointCore ep, byte kind) {
-        SafeFuture<AmData> f = new SafeFuture<>(executor);
+    public EngineFuture<AmData> amTake(EndpointCore ep, byte kind) {
+        EngineFuture<AmData> f = new EngineFuture<>(this);
         if (Thread.currentThread() == owner) {
             takeNow(f, ep, kind);
             return f;

@@ -2,11 +2,7 @@ package org.ucx4j.internal.engine;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.LockSupport;
 import org.ucx4j.UcxException;
 
@@ -16,7 +12,7 @@ import org.ucx4j.UcxException;
  * object. Blocking calls use the same object but wait on {@link #done} with a parked thread, never on the
  * future, so they box nothing.
  */
-public final class Op extends SafeFuture<Long> {
+public final class Op extends EngineFuture<Long> {
     static final byte TAG_SEND = 1, TAG_RECV = 2, STREAM_SEND = 3, STREAM_RECV = 4, FLUSH = 5, CLOSE = 6, TASK = 7,
             AM_SEND = 8, AM_DATA = 9, PUT = 10, GET = 11, RMA_FLUSH = 12;
 
@@ -106,8 +102,7 @@ public final class Op extends SafeFuture<Long> {
         this.engine = engine;
     }
 
-    /** The engine that runs this op (null for the queue's stub). */
-    Engine engine;
+    // engine (EngineFuture): the engine that runs this op (null for the queue's stub)
 
     /**
      * Cancels the UCX operation too. A tag receive is withdrawn, and the future canceled, only if no message has
@@ -130,40 +125,6 @@ public final class Op extends SafeFuture<Long> {
             engine.cancel(this);
         }
         return r;
-    }
-
-    /**
-     * Waits as {@link CompletableFuture#get()} does, after driving the worker itself meanwhile where it can (see
-     * {@link Engine#help}): in caller mode on the owner thread, or by borrowing it from the progress thread.
-     */
-    @Override
-    public Long get() throws InterruptedException, ExecutionException {
-        if (!isDone() && engine != null) {
-            engine.help(this, -1, true);
-        }
-        return super.get();
-    }
-
-    /** {@link #get()} with a timeout: the time spent driving the worker counts against it. */
-    @Override
-    public Long get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException,
-            TimeoutException {
-        if (isDone() || engine == null) {
-            return super.get(timeout, unit);
-        }
-        long nanos = unit.toNanos(timeout);
-        long start = System.nanoTime();
-        engine.help(this, Math.max(0, nanos), true);
-        return super.get(Math.max(0, nanos - (System.nanoTime() - start)), TimeUnit.NANOSECONDS);
-    }
-
-    /** {@link #get()} for {@link CompletableFuture#join()}. */
-    @Override
-    public Long join() {
-        if (!isDone() && engine != null) {
-            engine.help(this, -1, false);
-        }
-        return super.join();
     }
 
     /** Readies a recycled blocking op for its next use (the submitting thread only, before submit). */
