@@ -410,8 +410,7 @@ public final class Endpoint implements AutoCloseable {
 
     /**
      * Short active messages go out inside the call where this thread owns (or borrows) the worker (see
-     * {@link #sendAsync}): {@link Engine#SENT},
-     * or the op of one UCX took but did not finish, or null.
+     * {@link #sendAsync}): {@link Engine#SENT}, or the op of one UCX took but did not finish, or null.
      */
     private Op amSentNow(MemorySegment header, MemorySegment payload, boolean blocking) {
         Objects.requireNonNull(header, "header");

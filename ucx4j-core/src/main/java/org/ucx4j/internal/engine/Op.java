@@ -86,7 +86,7 @@ public final class Op extends EngineFuture<Long> {
     volatile boolean done;
     /** A blocking op recycled per thread by {@link Engine#await} once it is done and nothing refers to it. */
     boolean pooled;
-    /** A receive posted without a callback: its caller, the owner thread, polls it (no upcall per message). */
+    /** A receive posted without a callback: whoever drives the worker tests it (no upcall per message). */
     boolean polled;
     /** System.nanoTime() when a transfer of >= 1 MB was posted (per-peer bandwidth), else 0. */
     long startedAt;
