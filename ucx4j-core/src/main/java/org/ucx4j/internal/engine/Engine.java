@@ -829,6 +829,11 @@ public final class Engine {
             if (progressOnce() == 0 && (turn & 63) != 0) {
                 continue;
             }
+            if (terminated) {
+                // closed from code this progress call ran (a handler, caller mode): the request went with the
+                // worker, and is not touched again
+                throw closedError("recv");
+            }
             int st = Ucp.tagRecvRequestTest(r, scratch.address());
             if (st == Status.OK) {
                 long len = scratch.get(JAVA_LONG, TRI_LENGTH);
