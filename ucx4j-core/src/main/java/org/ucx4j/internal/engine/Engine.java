@@ -688,20 +688,8 @@ public final class Engine {
      * by a borrower, not yet taken back by the progress thread) is taken.
      */
     private boolean borrowIdleFor(EndpointCore ep) {
-        if (!LENDING || lend.get() != RETURNED || ep.state != EndpointCore.OPEN || ep.failure != null
-                || (Jfr.AVAILABLE && Jfr.transfers) || stopRequested) {
-            return false;
-        }
-        Thread me = Thread.currentThread();
-        if (!borrower.compareAndSet(null, me)) {
-            return false;
-        }
-        if (!lend.compareAndSet(RETURNED, LENT)) {
-            borrower.set(null);
-            return false;
-        }
-        owner = me;
-        return drainedOrGiveBack();
+        return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers)
+                && borrow(false) && drainedOrGiveBack();
     }
 
     /** How many queued ops a borrowing call posts before it gives up acting inside the call. */
@@ -989,7 +977,7 @@ public final class Engine {
 
     /**
      * The owner thread takes the next message of {@code kind} from the inbox while it progresses the worker, with
-     * no future. A borrower ({@code borrowed}) gives up after {@link #DRIVE_IDLE_TURNS} idle duty cycles (null), as
+     * no future. A borrower ({@code borrowed}) gives up after {@link #borrowerIdleLimit} idle duty cycles (null), as
      * {@link #drive} does.
      */
     private AmData takeDriving(EndpointCore ep, byte kind, long timeoutNanos, long deadline, String what,
@@ -1023,14 +1011,10 @@ public final class Engine {
                 idleTurns = 0;
             } else if (!borrowed) {
                 idleStep(WAITING);
-            } else if (++idleTurns >= DRIVE_IDLE_TURNS || stopRequested) {
+            } else if (++idleTurns >= borrowerIdleLimit() || stopRequested) {
                 return null;
-            } else if (idleTurns >= HOT_SPINS) {
-                if ((idleTurns & 255) == 0) {
-                    Thread.yield();
-                } else {
-                    Thread.onSpinWait();
-                }
+            } else {
+                borrowerPause(idleTurns);
             }
         }
     }
@@ -1431,8 +1415,17 @@ public final class Engine {
      * owns the worker now ({@link #giveBack} when done).
      */
     private boolean borrow() {
+        return borrow(true);
+    }
+
+    /**
+     * {@link #borrow()}; without {@code wait}, only a worker nobody drives now (given back, not yet taken back by
+     * the progress thread) is taken, with no hand-over to wait for.
+     */
+    private boolean borrow(boolean wait) {
         Thread me = Thread.currentThread();
-        if (!LENDING || progressThread == null || stopRequested || !borrower.compareAndSet(null, me)) {
+        if (!LENDING || progressThread == null || stopRequested || !wait && lend.get() != RETURNED
+                || !borrower.compareAndSet(null, me)) {
             return false;
         }
         TestHooks.lastBorrower = me;
@@ -1441,7 +1434,7 @@ public final class Engine {
             owner = me;
             return true;
         }
-        if (s != RUNNING || !lend.compareAndSet(RUNNING, REQUESTED)) {
+        if (!wait || s != RUNNING || !lend.compareAndSet(RUNNING, REQUESTED)) {
             borrower.set(null);
             return false;
         }
@@ -1464,25 +1457,37 @@ public final class Engine {
         return true;
     }
 
+    /** Idle duty cycles after which a borrower stops driving (BLOCKING chose not to spin: the hot phase only). */
+    private int borrowerIdleLimit() {
+        return mode == ProgressMode.BLOCKING ? HOT_SPINS : DRIVE_IDLE_TURNS;
+    }
+
+    /** A borrower's idle duty cycle: none in the hot phase, then a spin hint, and every 256th a yield. */
+    private static void borrowerPause(int idleTurns) {
+        if (idleTurns < HOT_SPINS) {
+            return;
+        }
+        if ((idleTurns & 255) == 0) {
+            Thread.yield(); // other threads (the peer's, on a small machine) may need this CPU
+        } else {
+            Thread.onSpinWait();
+        }
+    }
+
     /**
      * The borrower drives the worker until {@code op} (or, when it is null, {@code f}) is done, or it idles too
      * long, or must stop waiting.
      */
     private void drive(Op op, SafeFuture<?> f, long deadline, long timeoutNanos) {
-        // BLOCKING chose not to spin: there a borrower drives only through the hot phase, then waits asleep
-        int idleLimit = mode == ProgressMode.BLOCKING ? HOT_SPINS : DRIVE_IDLE_TURNS;
+        int idleLimit = borrowerIdleLimit();
         int idleTurns = 0;
         for (int turns = 1; !(op != null ? op.done : f.isDone()) && !stopRequested; turns++) {
             if (progressOnce() != 0) {
                 idleTurns = 0;
             } else if (++idleTurns >= idleLimit) {
                 return;
-            } else if (idleTurns >= HOT_SPINS) {
-                if ((idleTurns & 255) == 0) {
-                    Thread.yield(); // other threads (the peer's, on a small machine) may need this CPU
-                } else {
-                    Thread.onSpinWait();
-                }
+            } else {
+                borrowerPause(idleTurns);
             }
             if ((turns & 63) == 0 && (Thread.currentThread().isInterrupted()
                     || timeoutNanos >= 0 && System.nanoTime() - deadline >= 0)) {
