@@ -189,6 +189,75 @@ class LendingTest {
         });
     }
 
+    /**
+     * An asynchronous call made while nobody drives the worker is made by its caller, who then goes back to its own
+     * work: what it left in flight still completes when it never comes back (the progress thread takes the worker
+     * back), and while it keeps calling, another thread's operation in flight completes too, with every byte right.
+     */
+    @Test
+    void asynchronousCallersLeaveNothingStranded() throws Exception {
+        pair((a, client, server, arena) -> {
+            MemorySegment in = arena.allocate(8);
+            long big = 16L << 20; // more than the peer's shared-memory FIFO holds: in flight until it is received
+            MemorySegment payload = Data.pattern(arena, big, 7);
+            MemorySegment got = arena.allocate(big);
+            CompletableFuture<Long> s = null;
+            for (int attempt = 0; s == null; attempt++) {
+                // a blocking call that ends with nothing in flight leaves the worker given back, the progress
+                // thread napping (it takes it back at its next look, so an attempt may find it taken)
+                server.send(in, 9, T);
+                assertEquals(8, client.recv(in, 9, T));
+                TestHooks.clearLastBorrower();
+                CompletableFuture<Long> f = client.sendAsync(payload, 11);
+                if (TestHooks.lastBorrower() == Thread.currentThread() || attempt == 20) {
+                    s = f; // this thread posted the send itself, and now goes about other business
+                } else {
+                    assertEquals(big, server.recv(got, 11, T));
+                    f.get(10, TimeUnit.SECONDS);
+                }
+            }
+            assertSame(Thread.currentThread(), TestHooks.lastBorrower(), "the caller posted the send itself");
+            // nobody waits on it through ucx4j (a get would drive the worker): a callback sees it complete
+            java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+            s.whenComplete((v, x) -> done.countDown());
+            Thread.sleep(100);
+            assertEquals(big, server.recv(got, 11, T));
+            assertTrue(done.await(10, TimeUnit.SECONDS), "the send completed after its caller left");
+            assertEquals(big, s.join());
+            Data.verify(got, big, 7);
+
+            // a thread sending in a loop, and an operation of another thread in flight meanwhile
+            int n = 200;
+            long size = 256 * 1024;
+            MemorySegment other = arena.allocate(8);
+            CompletableFuture<Long> otherRecv = client.recvAsync(other, 12);
+            java.util.concurrent.CountDownLatch otherDone = new java.util.concurrent.CountDownLatch(1);
+            otherRecv.whenComplete((v, x) -> otherDone.countDown());
+            CompletableFuture<?> receiver = CompletableFuture.runAsync(() -> {
+                MemorySegment b = arena.allocate(size);
+                for (int i = 0; i < n; i++) {
+                    assertEquals(size, server.recv(b, 13, T));
+                    Data.verify(b, size, i);
+                    if (i == n / 2) {
+                        server.send(arena.allocateFrom(ValueLayout.JAVA_LONG, 77L), 12, T);
+                    }
+                }
+            }, r -> Thread.ofPlatform().start(r));
+            MemorySegment[] bufs = new MemorySegment[n];
+            java.util.List<CompletableFuture<Long>> pending = new java.util.ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                bufs[i] = Data.pattern(arena, size, i);
+                pending.add(client.sendAsync(bufs[i], 13));
+            }
+            assertTrue(otherDone.await(30, TimeUnit.SECONDS), "another thread's receive completed");
+            assertEquals(77L, other.get(ValueLayout.JAVA_LONG, 0));
+            receiver.get(30, TimeUnit.SECONDS);
+            for (CompletableFuture<Long> f : pending) {
+                assertEquals(size, f.get(10, TimeUnit.SECONDS));
+            }
+        });
+    }
+
     /** The same for active messages: async and blocking sends and receives of one thread keep their order. */
     @Test
     void borrowingActiveMessageCallsKeepTheOrderOfTheThreadsEarlierCalls() throws Exception {

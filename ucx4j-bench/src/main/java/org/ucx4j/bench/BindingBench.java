@@ -12,6 +12,7 @@ import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Measurement;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
@@ -36,6 +37,13 @@ import org.ucx4j.UcxOptions;
 @Fork(value = 1, jvmArgsAppend = "--enable-native-access=ALL-UNNAMED")
 public class BindingBench {
     static final MemorySegment EMPTY = MemorySegment.ofArray(new byte[0]);
+    /**
+     * CALLER: this thread owns the worker. BACKOFF: a progress thread owns it, and each blocking call borrows it
+     * for the call (the lending overhead a program using the default mode pays per call).
+     */
+    @Param({"CALLER", "BACKOFF"})
+    public ProgressMode progress;
+
     Ucx ucx;
     Listener listener;
     Endpoint client;
@@ -46,14 +54,14 @@ public class BindingBench {
 
     @Setup(Level.Trial)
     public void setup() throws Exception {
-        ucx = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER).withName("jmh"));
+        ucx = Ucx.open(UcxOptions.defaults().withProgressMode(progress).withName("jmh"));
         CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
         listener = ucx.listen("127.0.0.1", 0, accepted::complete);
         client = ucx.connect("127.0.0.1", listener.port(), Duration.ofSeconds(10));
-        while (!accepted.isDone()) {
+        while (progress == ProgressMode.CALLER && !accepted.isDone()) {
             ucx.progress();
         }
-        server = accepted.get();
+        server = accepted.get(10, TimeUnit.SECONDS);
         arena = Arena.ofShared();
         out = arena.allocate(8);
         in = arena.allocate(8);
@@ -71,6 +79,9 @@ public class BindingBench {
     /** One {@code ucp_worker_progress} with nothing to do, plus the engine's queue and deferred-work checks. */
     @Benchmark
     public int idleProgress() {
+        if (progress != ProgressMode.CALLER) {
+            return 0; // only the owner thread may progress
+        }
         return ucx.progress();
     }
 
@@ -97,12 +108,19 @@ public class BindingBench {
         return server.streamRecv(in);
     }
 
+    /** An asynchronous send (completed inside the call) and a blocking receive: a message-rate loop's two sides. */
+    @Benchmark
+    public long sendAsyncRecvBlocking() {
+        CompletableFuture<Long> s = client.sendAsync(out, 3);
+        return server.recv(in, 3) + (s.isDone() ? 0 : 1);
+    }
+
     /** The async forms: the only allocation should be the futures handed back. */
     @Benchmark
     public long sendRecvAsync() {
         CompletableFuture<Long> r = server.recvAsync(in, 2);
         CompletableFuture<Long> s = client.sendAsync(out, 2);
-        while (!r.isDone() || !s.isDone()) {
+        while (progress == ProgressMode.CALLER && (!r.isDone() || !s.isDone())) {
             ucx.progress();
         }
         return r.join() + s.join();

@@ -388,7 +388,7 @@ public final class Engine {
                     : sentNow(ep, slot, r, length);
         } finally {
             if (borrowed) {
-                giveBack();
+                giveBackAfterCall(blocking);
             }
         }
     }
@@ -418,7 +418,7 @@ public final class Engine {
                     : sentNow(ep, slot, r, length);
         } finally {
             if (borrowed) {
-                giveBack();
+                giveBackAfterCall(blocking);
             }
         }
     }
@@ -436,7 +436,7 @@ public final class Engine {
             return amSendOwned(ep, header, payload, blocking);
         } finally {
             if (borrowed) {
-                giveBack();
+                giveBackAfterCall(blocking);
             }
         }
     }
@@ -492,7 +492,7 @@ public final class Engine {
             return rmaOwned(ep, get, local, length, remoteAddress, rkey, blocking);
         } finally {
             if (borrowed) {
-                giveBack();
+                giveBackAfterCall(blocking);
             }
         }
     }
@@ -579,6 +579,8 @@ public final class Engine {
 
 
     private DoneFuture lastDone;
+    /** {@link #lastDone} of a thread that sent with a borrowed worker, given back by now. */
+    private static final ThreadLocal<DoneFuture[]> LAST_DONE = ThreadLocal.withInitial(() -> new DoneFuture[1]);
 
     /**
      * A completed future of {@code length}: on the owner thread shared by consecutive sends of one size; a new one
@@ -586,7 +588,12 @@ public final class Engine {
      */
     public SafeFuture<Long> completed(long length) {
         if (Thread.currentThread() != owner) {
-            return new DoneFuture(executor, length);
+            DoneFuture[] mine = LAST_DONE.get();
+            DoneFuture d = mine[0];
+            if (d == null || d.value != length || d.defaultExecutor() != executor) {
+                mine[0] = d = new DoneFuture(executor, length);
+            }
+            return d;
         }
         DoneFuture d = lastDone;
         if (d == null || d.value != length) {
@@ -689,7 +696,7 @@ public final class Engine {
      */
     private boolean borrowIdleFor(EndpointCore ep) {
         return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers)
-                && borrow(false) && drainedOrGiveBack();
+                && borrowIdle() && drainedOrGiveBack();
     }
 
     /** How many queued ops a borrowing call posts before it gives up acting inside the call. */
@@ -1134,6 +1141,18 @@ public final class Engine {
             post(op);
             return;
         }
+        if (!op.blocking && op.isTransfer() && borrowIdle()) {
+            // nobody drives the worker now (the progress thread napping after a loan): post it here, after what is
+            // queued, instead of waking the progress thread to take the worker back
+            try {
+                if (drainQueue()) {
+                    dispatch(op);
+                    return;
+                }
+            } finally {
+                giveBackAfterCall(false);
+            }
+        }
         if (op.markQueued()) {
             queue.offer(op);
             if (terminated && op.claimQueued()) { // the worker stopped after our check: nobody will dispatch it
@@ -1147,7 +1166,7 @@ public final class Engine {
             // parked after a loan: nobody drives the worker now. Not for a blocking op: its thread borrows the
             // worker next and posts it itself (or another borrower, which hands back to the progress thread when
             // anything is queued), and a progress thread woken now would only take the worker back from under it.
-            LockSupport.unpark(progressThread);
+            wakeToTakeBack();
         }
     }
 
@@ -1403,6 +1422,17 @@ public final class Engine {
             new java.util.concurrent.atomic.AtomicReference<>();
     /** How long the progress thread naps between checks while the worker is lent or returned. */
     private static final long LENT_NAP_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+    /**
+     * Its nap while it watches ({@link #giveBackAfterCall}): operations are in flight and their caller may not
+     * come back, so it looks in this often.
+     */
+    private static final long WATCH_NAP_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** Loans so far: counted by each borrower once it owns the worker (one owner at a time, plain field). */
+    private int loans;
+    /** The progress thread looks in every {@link #WATCH_NAP_NANOS} while the worker is lent or returned. */
+    private volatile boolean watching;
+    /** {@link #loans} when the watch began (its first look takes the worker back if nobody borrowed since). */
+    private int watchedLoan;
     /** A borrower's wait for the hand-over: spins, then naps (the progress thread unparks it). */
     private static final int GRANT_SPINS = 64;
     private static final long GRANT_PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
@@ -1432,6 +1462,7 @@ public final class Engine {
         int s = lend.get();
         if (s == RETURNED && lend.compareAndSet(RETURNED, LENT)) { // the progress thread has not taken it back
             owner = me;
+            loans++;
             return true;
         }
         if (!wait || s != RUNNING || !lend.compareAndSet(RUNNING, REQUESTED)) {
@@ -1454,7 +1485,13 @@ public final class Engine {
                 LockSupport.parkNanos(this, GRANT_PARK_NANOS);
             }
         }
+        loans++;
         return true;
+    }
+
+    /** {@link #borrow(boolean)} without waiting, for a call that must not wait: only a worker nobody drives now. */
+    private boolean borrowIdle() {
+        return borrow(false);
     }
 
     /** Idle duty cycles after which a borrower stops driving (BLOCKING chose not to spin: the hot phase only). */
@@ -1496,17 +1533,63 @@ public final class Engine {
         }
     }
 
-    /** The borrower hands the worker back; the progress thread resumes if anything may need it. */
+    /**
+     * The borrower hands the worker back before it waits: the progress thread resumes at once if anything may need
+     * it (operations in flight, this thread's or another's, complete only while someone progresses).
+     */
     private void giveBack() {
-        // decided while this thread still owns the worker's state: operations in flight (another thread's, or UCX's
-        // own) complete only while someone progresses
-        boolean wanted = !deferred.isEmpty() || freeTop < slots.length;
+        giveBack(true);
+    }
+
+    /**
+     * After an asynchronous call made with a borrowed worker ({@link #borrowIdle}; a blocking one: {@link
+     * #giveBack()}): the caller goes back to its own work, and may well come back for the next call at once. With
+     * operations in flight it progresses the worker once, so that a thread calling in a loop keeps them (and
+     * anyone else's) moving, and the progress thread only watches ({@link #lendWorker}): it takes the worker back
+     * when a nap goes by without a loan, instead of from under a caller about to borrow it again.
+     */
+    private void giveBackAfterCall(boolean blocking) {
+        if (blocking) {
+            giveBack(true);
+            return;
+        }
+        try {
+            if (freeTop < slots.length && !stopRequested) {
+                progressOnce();
+            }
+        } finally {
+            giveBack(false);
+        }
+    }
+
+    /** {@link #giveBack()}; {@code waiting}: the borrower will wait for what it has in flight. */
+    private void giveBack(boolean waiting) {
+        // decided while this thread still owns the worker's state
+        boolean inFlight = freeTop < slots.length;
+        boolean wanted = !deferred.isEmpty() || waiting && inFlight;
+        int loan = loans;
         owner = progressThread;
         lend.set(RETURNED);
         borrower.set(null);
         if (wanted || stopRequested || !queue.isEmpty()) { // the queue after the hand-back: see submit
-            LockSupport.unpark(progressThread);
+            wakeToTakeBack();
+        } else if (inFlight) {
+            if (!watching) {
+                watchedLoan = loan;
+                watching = true;
+                LockSupport.unpark(progressThread);
+            }
+        } else if (watching) {
+            watching = false; // nothing left to watch: the progress thread's ordinary nap
         }
+    }
+
+    /** The progress thread must take the worker back at its next look, whoever borrowed it meanwhile. */
+    private void wakeToTakeBack() {
+        if (watching) {
+            watching = false;
+        }
+        LockSupport.unpark(progressThread);
     }
 
     /** Progress thread, at the top of a duty cycle with a borrow request: hands over, waits to be given it back. */
@@ -1519,12 +1602,22 @@ public final class Engine {
         Thread b = borrower.get(); // set before the request
         owner = b; // everything done so far is visible to the borrower
         LockSupport.unpark(b);
+        int seen = -1; // loans at the last look, while watching
         while (true) {
-            LockSupport.parkNanos(this, LENT_NAP_NANOS);
-            if (lend.get() == RETURNED && lend.compareAndSet(RETURNED, RUNNING)) {
+            LockSupport.parkNanos(this, watching ? WATCH_NAP_NANOS : LENT_NAP_NANOS);
+            boolean returned = lend.get() == RETURNED;
+            int l = loans; // read after lend: as new as the last give-back
+            boolean watch = watching;
+            if (watch && seen == -1) {
+                seen = watchedLoan; // the first look: the loan that asked for the watch
+            }
+            // watching, the worker is taken back once nobody borrowed it since the last look
+            if (returned && (!watch || l == seen || stopRequested) && lend.compareAndSet(RETURNED, RUNNING)) {
+                watching = false;
                 idle = 0;
                 return; // the borrower set owner back before it returned the worker
             }
+            seen = watch ? l : -1;
         }
     }
 
