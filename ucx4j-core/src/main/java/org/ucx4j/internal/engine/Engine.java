@@ -1546,7 +1546,9 @@ public final class Engine {
      * #giveBack()}): the caller goes back to its own work, and may well come back for the next call at once. With
      * operations in flight it progresses the worker once, so that a thread calling in a loop keeps them (and
      * anyone else's) moving, and the progress thread only watches ({@link #lendWorker}): it takes the worker back
-     * when a nap goes by without a loan, instead of from under a caller about to borrow it again.
+     * when a nap goes by without a loan, instead of from under a caller about to borrow it again. Deferred work
+     * (active-message handlers) is left to the progress thread, woken for it: no user code runs inside an
+     * asynchronous call.
      */
     private void giveBackAfterCall(boolean blocking) {
         if (blocking) {
@@ -1555,7 +1557,7 @@ public final class Engine {
         }
         try {
             if (freeTop < slots.length && !stopRequested) {
-                progressOnce();
+                progressOnce(false); // handlers that became due run where they always do: not inside this call
             }
         } finally {
             giveBack(false);
@@ -1653,6 +1655,14 @@ public final class Engine {
 
     /** One duty cycle: drain commands, progress UCX, run deferred work. Owner thread only. */
     public int progressOnce() {
+        return progressOnce(true);
+    }
+
+    /**
+     * {@link #progressOnce()}; without {@code runDeferred}, work deferred to after the progress call (active-message
+     * handlers among it) stays for whoever drives the worker next.
+     */
+    private int progressOnce(boolean runDeferred) {
         int work = 0;
         Op op;
         while (work < 256 && (op = queue.poll()) != null) {
@@ -1677,7 +1687,7 @@ public final class Engine {
             shmCheck.poll();
         }
         Runnable r;
-        while ((r = deferred.poll()) != null) {
+        while (runDeferred && (r = deferred.poll()) != null) {
             r.run();
             work++;
         }
