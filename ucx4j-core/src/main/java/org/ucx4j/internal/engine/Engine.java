@@ -118,6 +118,16 @@ public final class Engine {
     private volatile boolean terminated;
     private final SafeFuture<Void> terminatedFuture;
     private volatile Thread owner;
+    /** {@link #owner} written with release semantics by borrowers (no fence on their hot path). */
+    private static final java.lang.invoke.VarHandle OWNER;
+
+    static {
+        try {
+            OWNER = MethodHandles.lookup().findVarHandle(Engine.class, "owner", Thread.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
     private final int efd;
 
     // ---- owner-thread state
@@ -1417,7 +1427,10 @@ public final class Engine {
      * drives it; the progress thread (parked) takes it back when it wakes, unless a borrower takes it first.
      */
     private final java.util.concurrent.atomic.AtomicInteger lend = new java.util.concurrent.atomic.AtomicInteger();
-    /** The one thread that may borrow now (taken with a CAS; others wait the ordinary way). */
+    /**
+     * The thread waiting for the progress thread to hand the worker over (REQUESTED; taken with a CAS: one at a
+     * time, others wait the ordinary way). A worker nobody drives (RETURNED) is taken without it.
+     */
     private final java.util.concurrent.atomic.AtomicReference<Thread> borrower =
             new java.util.concurrent.atomic.AtomicReference<>();
     /** How long the progress thread naps between checks while the worker is lent or returned. */
@@ -1453,19 +1466,27 @@ public final class Engine {
      * the progress thread) is taken, with no hand-over to wait for.
      */
     private boolean borrow(boolean wait) {
+        if (!LENDING || progressThread == null || stopRequested) {
+            return false;
+        }
         Thread me = Thread.currentThread();
-        if (!LENDING || progressThread == null || stopRequested || !wait && lend.get() != RETURNED
-                || !borrower.compareAndSet(null, me)) {
+        int s = lend.get();
+        if (s == RETURNED) {
+            // nobody drives it (the progress thread has not taken it back): one CAS, no hand-over. The owner field
+            // needs no fence: only the thread it names acts on it, and that thread reads its own write
+            if (!lend.compareAndSet(RETURNED, LENT)) {
+                return false; // another borrower, or the progress thread, was first: the ordinary way
+            }
+            OWNER.setRelease(this, me);
+            loans++;
+            TestHooks.lastBorrower = me;
+            return true;
+        }
+        if (!wait || s != RUNNING || !borrower.compareAndSet(null, me)) {
             return false;
         }
         TestHooks.lastBorrower = me;
-        int s = lend.get();
-        if (s == RETURNED && lend.compareAndSet(RETURNED, LENT)) { // the progress thread has not taken it back
-            owner = me;
-            loans++;
-            return true;
-        }
-        if (!wait || s != RUNNING || !lend.compareAndSet(RUNNING, REQUESTED)) {
+        if (!lend.compareAndSet(RUNNING, REQUESTED)) {
             borrower.set(null);
             return false;
         }
@@ -1570,9 +1591,13 @@ public final class Engine {
         boolean inFlight = freeTop < slots.length;
         boolean wanted = !deferred.isEmpty() || waiting && inFlight;
         int loan = loans;
-        owner = progressThread;
+        OWNER.setRelease(this, progressThread);
+        if (borrower.getPlain() == Thread.currentThread()) { // this loan was handed over (see borrow)
+            borrower.setRelease(null);
+        }
+        // the one fence: a thread that queues an op either sees RETURNED (and wakes the progress thread) or
+        // queued it before the check below
         lend.set(RETURNED);
-        borrower.set(null);
         if (wanted || stopRequested || !queue.isEmpty()) { // the queue after the hand-back: see submit
             wakeToTakeBack();
         } else if (inFlight) {
