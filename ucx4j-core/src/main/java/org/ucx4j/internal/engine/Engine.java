@@ -679,7 +679,9 @@ public final class Engine {
             pendingNow = null;
         } finally {
             if (borrowed) {
-                giveBack(); // the receive still pending completes by whoever drives the worker next (polled)
+                // this thread waits for a receive still pending by borrowing the worker again at once (await);
+                // meanwhile whoever drives it tests the receive (polled)
+                giveBack(false);
             }
         }
         return await(waiting, timeoutNanos);
@@ -740,7 +742,7 @@ public final class Engine {
             drained = drainQueue();
         } finally {
             if (!drained) {
-                giveBack();
+                giveBack(true);
             }
         }
         return drained;
@@ -976,13 +978,14 @@ public final class Engine {
             // another thread borrows the worker and takes the message the same way while it arrives soon; after
             // that (or if it cannot borrow) it waits on a future the owner completes
             if (ep == null ? borrow() && drainedOrGiveBack() : borrowFor(ep)) {
+                AmData m = null;
                 try {
-                    AmData m = takeDriving(ep, kind, timeoutNanos, deadline, what, true);
+                    m = takeDriving(ep, kind, timeoutNanos, deadline, what, true);
                     if (m != null) {
                         return m;
                     }
                 } finally {
-                    giveBack();
+                    giveBack(m == null);
                 }
             }
             long left = timeoutNanos < 0 ? -1 : Math.max(0, deadline - System.nanoTime());
@@ -1080,7 +1083,7 @@ public final class Engine {
             try {
                 drive(null, f, deadline, timeoutNanos);
             } finally {
-                giveBack();
+                giveBack(!f.isDone());
             }
         }
     }
@@ -1107,7 +1110,7 @@ public final class Engine {
             try {
                 drive(null, f, deadline, timeoutNanos);
             } finally {
-                giveBack();
+                giveBack(!f.isDone());
             }
         }
         try {
@@ -1256,7 +1259,7 @@ public final class Engine {
                 try {
                     drive(op, null, deadline, timeoutNanos);
                 } finally {
-                    giveBack();
+                    giveBack(!op.done);
                 }
             }
             // a short spin catches fast completions without a park/unpark round trip; how long adapts to whether
@@ -1440,6 +1443,13 @@ public final class Engine {
      * come back, so it looks in this often.
      */
     private static final long WATCH_NAP_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** The longest a watch defers taking the worker back from a caller that keeps borrowing it. */
+    private static final long WATCH_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+    /**
+     * The progress thread wants the worker back (woken to take it back, or it found it lent or taken at a look):
+     * borrowers that would not wait leave a given-back worker to it.
+     */
+    private volatile boolean reclaim;
     /** Loans so far: counted by each borrower once it owns the worker (one owner at a time, plain field). */
     private int loans;
     /** The progress thread looks in every {@link #WATCH_NAP_NANOS} while the worker is lent or returned. */
@@ -1473,8 +1483,9 @@ public final class Engine {
         int s = lend.get();
         if (s == RETURNED) {
             // nobody drives it (the progress thread has not taken it back): one CAS, no hand-over. The owner field
-            // needs no fence: only the thread it names acts on it, and that thread reads its own write
-            if (!lend.compareAndSet(RETURNED, LENT)) {
+            // needs no fence: only the thread it names acts on it, and that thread reads its own write. A call that
+            // would not wait leaves it to the progress thread when that wants it back
+            if (!wait && reclaim || !lend.compareAndSet(RETURNED, LENT)) {
                 return false; // another borrower, or the progress thread, was first: the ordinary way
             }
             OWNER.setRelease(this, me);
@@ -1555,42 +1566,49 @@ public final class Engine {
     }
 
     /**
-     * The borrower hands the worker back before it waits: the progress thread resumes at once if anything may need
-     * it (operations in flight, this thread's or another's, complete only while someone progresses).
+     * After a call made with a borrowed worker: the caller goes back to its own work, and may well come back for the
+     * next call at once. After an asynchronous call ({@code blocking} false) that left operations in flight, the
+     * caller progresses the worker once, so that a thread calling in a loop keeps them (and anyone else's) moving;
+     * deferred work (active-message handlers) stays for the progress thread, woken for it: no user code runs inside
+     * an asynchronous call. A blocking call that did not finish borrows again for its wait at once.
      */
-    private void giveBack() {
-        giveBack(true);
+    private void giveBackAfterCall(boolean blocking) {
+        boolean failed = false;
+        if (!blocking && freeTop < slots.length && !stopRequested) {
+            try {
+                progressOnce(false);
+            } catch (Throwable t) {
+                // another operation's completion failed here (its executor refused a task, say): the caller's
+                // own call is made and must be reported as such; the progress thread takes over
+                LOG.error("ucx4j: progress after an asynchronous call failed on worker {}", name, t);
+                failed = true;
+            }
+        }
+        giveBack(failed);
     }
 
     /**
-     * After an asynchronous call made with a borrowed worker ({@link #borrowIdle}; a blocking one: {@link
-     * #giveBack()}): the caller goes back to its own work, and may well come back for the next call at once. With
-     * operations in flight it progresses the worker once, so that a thread calling in a loop keeps them (and
-     * anyone else's) moving, and the progress thread only watches ({@link #lendWorker}): it takes the worker back
-     * when a nap goes by without a loan, instead of from under a caller about to borrow it again. Deferred work
-     * (active-message handlers) is left to the progress thread, woken for it: no user code runs inside an
-     * asynchronous call.
+     * The borrower hands the worker back. {@code waiting}: it is about to wait for what it has in flight, so the
+     * progress thread takes the worker back at once; otherwise, with operations in flight, the progress thread
+     * watches ({@link #lendWorker}): it takes the worker back when a nap goes by without a loan, instead of from
+     * under a caller about to borrow it again. Queued or deferred work always has it taken back at once.
      */
-    private void giveBackAfterCall(boolean blocking) {
-        if (blocking) {
-            giveBack(true);
-            return;
-        }
-        try {
-            if (freeTop < slots.length && !stopRequested) {
-                progressOnce(false); // handlers that became due run where they always do: not inside this call
-            }
-        } finally {
-            giveBack(false);
-        }
-    }
-
-    /** {@link #giveBack()}; {@code waiting}: the borrower will wait for what it has in flight. */
     private void giveBack(boolean waiting) {
-        // decided while this thread still owns the worker's state
+        // decided, and the watch set up, while this thread still owns the worker's state
         boolean inFlight = freeTop < slots.length;
-        boolean wanted = !deferred.isEmpty() || waiting && inFlight;
-        int loan = loans;
+        boolean urgent = !deferred.isEmpty() || waiting && inFlight || stopRequested;
+        boolean startWatch = false;
+        if (!urgent) {
+            if (inFlight) {
+                if (!watching) {
+                    watchedLoan = loans;
+                    watching = true;
+                    startWatch = true;
+                }
+            } else if (watching) {
+                watching = false; // nothing left to watch: the progress thread's ordinary nap
+            }
+        }
         OWNER.setRelease(this, progressThread);
         if (borrower.getPlain() == Thread.currentThread()) { // this loan was handed over (see borrow)
             borrower.setRelease(null);
@@ -1598,21 +1616,19 @@ public final class Engine {
         // the one fence: a thread that queues an op either sees RETURNED (and wakes the progress thread) or
         // queued it before the check below
         lend.set(RETURNED);
-        if (wanted || stopRequested || !queue.isEmpty()) { // the queue after the hand-back: see submit
+        if (urgent || !queue.isEmpty()) { // the queue after the hand-back: see submit
             wakeToTakeBack();
-        } else if (inFlight) {
-            if (!watching) {
-                watchedLoan = loan;
-                watching = true;
-                LockSupport.unpark(progressThread);
-            }
-        } else if (watching) {
-            watching = false; // nothing left to watch: the progress thread's ordinary nap
+        } else if (startWatch) {
+            LockSupport.unpark(progressThread);
         }
     }
 
-    /** The progress thread must take the worker back at its next look, whoever borrowed it meanwhile. */
+    /**
+     * The progress thread must take the worker back at its next look: borrowers that would not wait leave a
+     * given-back worker to it until it has.
+     */
     private void wakeToTakeBack() {
+        reclaim = true;
         if (watching) {
             watching = false;
         }
@@ -1629,20 +1645,31 @@ public final class Engine {
         Thread b = borrower.get(); // set before the request
         owner = b; // everything done so far is visible to the borrower
         LockSupport.unpark(b);
+        reclaim = false;
         int seen = -1; // loans at the last look, while watching
+        long watchSince = 0;
         while (true) {
-            LockSupport.parkNanos(this, watching ? WATCH_NAP_NANOS : LENT_NAP_NANOS);
+            LockSupport.parkNanos(this, watching && !reclaim ? WATCH_NAP_NANOS : LENT_NAP_NANOS);
             boolean returned = lend.get() == RETURNED;
             int l = loans; // read after lend: as new as the last give-back
-            boolean watch = watching;
-            if (watch && seen == -1) {
-                seen = watchedLoan; // the first look: the loan that asked for the watch
+            boolean watch = watching && !reclaim && !stopRequested;
+            if (watch) {
+                if (seen == -1) {
+                    seen = watchedLoan; // the first look: the loan that asked for the watch
+                    watchSince = System.nanoTime();
+                } else if (System.nanoTime() - watchSince > WATCH_MAX_NANOS) {
+                    watch = false; // a caller that never stops: the worker's other work must not wait on its calls
+                }
             }
             // watching, the worker is taken back once nobody borrowed it since the last look
-            if (returned && (!watch || l == seen || stopRequested) && lend.compareAndSet(RETURNED, RUNNING)) {
+            if (returned && (!watch || l == seen) && lend.compareAndSet(RETURNED, RUNNING)) {
                 watching = false;
+                reclaim = false;
                 idle = 0;
                 return; // the borrower set owner back before it returned the worker
+            }
+            if (!watch) {
+                reclaim = true; // missed it: calls that would not wait leave it to this thread from now on
             }
             seen = watch ? l : -1;
         }
