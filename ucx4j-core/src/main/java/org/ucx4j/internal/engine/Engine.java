@@ -1443,11 +1443,14 @@ public final class Engine {
      * come back, so it looks in this often.
      */
     private static final long WATCH_NAP_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
-    /** The longest a watch defers taking the worker back from a caller that keeps borrowing it. */
-    private static final long WATCH_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     /**
-     * The progress thread wants the worker back (woken to take it back, or it found it lent or taken at a look):
-     * borrowers that would not wait leave a given-back worker to it.
+     * Loans per watch nap below which the progress thread takes the worker back: callers that borrow less often
+     * progress it too seldom for everything else in flight.
+     */
+    private static final int WATCH_MIN_LOANS = 8;
+    /**
+     * The progress thread was woken to take the worker back (queued or deferred work, or a borrower about to wait
+     * for what it has in flight): borrowers that would not wait leave a given-back worker to it until it has.
      */
     private volatile boolean reclaim;
     /** Loans so far: counted by each borrower once it owns the worker (one owner at a time, plain field). */
@@ -1647,31 +1650,24 @@ public final class Engine {
         LockSupport.unpark(b);
         reclaim = false;
         int seen = -1; // loans at the last look, while watching
-        long watchSince = 0;
         while (true) {
             LockSupport.parkNanos(this, watching && !reclaim ? WATCH_NAP_NANOS : LENT_NAP_NANOS);
             boolean returned = lend.get() == RETURNED;
             int l = loans; // read after lend: as new as the last give-back
-            boolean watch = watching && !reclaim && !stopRequested;
-            if (watch) {
-                if (seen == -1) {
-                    seen = watchedLoan; // the first look: the loan that asked for the watch
-                    watchSince = System.nanoTime();
-                } else if (System.nanoTime() - watchSince > WATCH_MAX_NANOS) {
-                    watch = false; // a caller that never stops: the worker's other work must not wait on its calls
-                }
+            // watching, the worker stays with its callers while they keep borrowing it: at the first look (the
+            // progress thread's wake-up time after the give-back) any new loan, after that enough loans per nap
+            // that their progress calls keep everything in flight moving
+            boolean keep = false;
+            if (watching && !reclaim && !stopRequested) {
+                keep = seen == -1 ? l != watchedLoan : l - seen >= WATCH_MIN_LOANS;
             }
-            // watching, the worker is taken back once nobody borrowed it since the last look
-            if (returned && (!watch || l == seen) && lend.compareAndSet(RETURNED, RUNNING)) {
+            if (!keep && returned && lend.compareAndSet(RETURNED, RUNNING)) {
                 watching = false;
                 reclaim = false;
                 idle = 0;
                 return; // the borrower set owner back before it returned the worker
             }
-            if (!watch) {
-                reclaim = true; // missed it: calls that would not wait leave it to this thread from now on
-            }
-            seen = watch ? l : -1;
+            seen = keep ? l : -1;
         }
     }
 
