@@ -398,7 +398,7 @@ public final class Engine {
                     : sentNow(ep, slot, r, length);
         } finally {
             if (borrowed) {
-                giveBackAfterCall(blocking);
+                giveBack();
             }
         }
     }
@@ -428,7 +428,7 @@ public final class Engine {
                     : sentNow(ep, slot, r, length);
         } finally {
             if (borrowed) {
-                giveBackAfterCall(blocking);
+                giveBack();
             }
         }
     }
@@ -446,7 +446,7 @@ public final class Engine {
             return amSendOwned(ep, header, payload, blocking);
         } finally {
             if (borrowed) {
-                giveBackAfterCall(blocking);
+                giveBack();
             }
         }
     }
@@ -502,7 +502,7 @@ public final class Engine {
             return rmaOwned(ep, get, local, length, remoteAddress, rkey, blocking);
         } finally {
             if (borrowed) {
-                giveBackAfterCall(blocking);
+                giveBack();
             }
         }
     }
@@ -679,9 +679,7 @@ public final class Engine {
             pendingNow = null;
         } finally {
             if (borrowed) {
-                // this thread waits for a receive still pending by borrowing the worker again at once (await);
-                // meanwhile whoever drives it tests the receive (polled)
-                giveBack(false);
+                giveBack(); // the receive still pending completes by whoever drives the worker next (polled)
             }
         }
         return await(waiting, timeoutNanos);
@@ -708,7 +706,7 @@ public final class Engine {
      */
     private boolean borrowIdleFor(EndpointCore ep) {
         return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers)
-                && borrowIdle() && drainedOrGiveBack();
+                && borrow(false) && drainedOrGiveBack();
     }
 
     /** How many queued ops a borrowing call posts before it gives up acting inside the call. */
@@ -742,7 +740,7 @@ public final class Engine {
             drained = drainQueue();
         } finally {
             if (!drained) {
-                giveBack(true);
+                giveBack();
             }
         }
         return drained;
@@ -978,14 +976,13 @@ public final class Engine {
             // another thread borrows the worker and takes the message the same way while it arrives soon; after
             // that (or if it cannot borrow) it waits on a future the owner completes
             if (ep == null ? borrow() && drainedOrGiveBack() : borrowFor(ep)) {
-                AmData m = null;
                 try {
-                    m = takeDriving(ep, kind, timeoutNanos, deadline, what, true);
+                    AmData m = takeDriving(ep, kind, timeoutNanos, deadline, what, true);
                     if (m != null) {
                         return m;
                     }
                 } finally {
-                    giveBack(m == null);
+                    giveBack();
                 }
             }
             long left = timeoutNanos < 0 ? -1 : Math.max(0, deadline - System.nanoTime());
@@ -1083,7 +1080,7 @@ public final class Engine {
             try {
                 drive(null, f, deadline, timeoutNanos);
             } finally {
-                giveBack(!f.isDone());
+                giveBack();
             }
         }
     }
@@ -1110,7 +1107,7 @@ public final class Engine {
             try {
                 drive(null, f, deadline, timeoutNanos);
             } finally {
-                giveBack(!f.isDone());
+                giveBack();
             }
         }
         try {
@@ -1154,18 +1151,6 @@ public final class Engine {
             post(op);
             return;
         }
-        if (!op.blocking && op.isTransfer() && borrowIdle()) {
-            // nobody drives the worker now (the progress thread napping after a loan): post it here, after what is
-            // queued, instead of waking the progress thread to take the worker back
-            try {
-                if (drainQueue()) {
-                    dispatch(op);
-                    return;
-                }
-            } finally {
-                giveBackAfterCall(false);
-            }
-        }
         if (op.markQueued()) {
             queue.offer(op);
             if (terminated && op.claimQueued()) { // the worker stopped after our check: nobody will dispatch it
@@ -1179,7 +1164,7 @@ public final class Engine {
             // parked after a loan: nobody drives the worker now. Not for a blocking op: its thread borrows the
             // worker next and posts it itself (or another borrower, which hands back to the progress thread when
             // anything is queued), and a progress thread woken now would only take the worker back from under it.
-            wakeToTakeBack();
+            LockSupport.unpark(progressThread);
         }
     }
 
@@ -1259,7 +1244,7 @@ public final class Engine {
                 try {
                     drive(op, null, deadline, timeoutNanos);
                 } finally {
-                    giveBack(!op.done);
+                    giveBack();
                 }
             }
             // a short spin catches fast completions without a park/unpark round trip; how long adapts to whether
@@ -1438,27 +1423,6 @@ public final class Engine {
             new java.util.concurrent.atomic.AtomicReference<>();
     /** How long the progress thread naps between checks while the worker is lent or returned. */
     private static final long LENT_NAP_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
-    /**
-     * Its nap while it watches ({@link #giveBackAfterCall}): operations are in flight and their caller may not
-     * come back, so it looks in this often.
-     */
-    private static final long WATCH_NAP_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
-    /**
-     * Loans per watch nap below which the progress thread takes the worker back: callers that borrow less often
-     * progress it too seldom for everything else in flight.
-     */
-    private static final int WATCH_MIN_LOANS = 8;
-    /**
-     * The progress thread was woken to take the worker back (queued or deferred work, or a borrower about to wait
-     * for what it has in flight): borrowers that would not wait leave a given-back worker to it until it has.
-     */
-    private volatile boolean reclaim;
-    /** Loans so far: counted by each borrower once it owns the worker (one owner at a time, plain field). */
-    private int loans;
-    /** The progress thread looks in every {@link #WATCH_NAP_NANOS} while the worker is lent or returned. */
-    private volatile boolean watching;
-    /** {@link #loans} when the watch began (its first look takes the worker back if nobody borrowed since). */
-    private int watchedLoan;
     /** A borrower's wait for the hand-over: spins, then naps (the progress thread unparks it). */
     private static final int GRANT_SPINS = 64;
     private static final long GRANT_PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
@@ -1486,13 +1450,11 @@ public final class Engine {
         int s = lend.get();
         if (s == RETURNED) {
             // nobody drives it (the progress thread has not taken it back): one CAS, no hand-over. The owner field
-            // needs no fence: only the thread it names acts on it, and that thread reads its own write. A call that
-            // would not wait leaves it to the progress thread when that wants it back
-            if (!wait && reclaim || !lend.compareAndSet(RETURNED, LENT)) {
+            // needs no fence: only the thread it names acts on it, and that thread reads its own write
+            if (!lend.compareAndSet(RETURNED, LENT)) {
                 return false; // another borrower, or the progress thread, was first: the ordinary way
             }
             OWNER.setRelease(this, me);
-            loans++;
             TestHooks.lastBorrower = me;
             return true;
         }
@@ -1520,13 +1482,7 @@ public final class Engine {
                 LockSupport.parkNanos(this, GRANT_PARK_NANOS);
             }
         }
-        loans++;
         return true;
-    }
-
-    /** {@link #borrow(boolean)} without waiting, for a call that must not wait: only a worker nobody drives now. */
-    private boolean borrowIdle() {
-        return borrow(false);
     }
 
     /** Idle duty cycles after which a borrower stops driving (BLOCKING chose not to spin: the hot phase only). */
@@ -1568,50 +1524,11 @@ public final class Engine {
         }
     }
 
-    /**
-     * After a call made with a borrowed worker: the caller goes back to its own work, and may well come back for the
-     * next call at once. After an asynchronous call ({@code blocking} false) that left operations in flight, the
-     * caller progresses the worker once, so that a thread calling in a loop keeps them (and anyone else's) moving;
-     * deferred work (active-message handlers) stays for the progress thread, woken for it: no user code runs inside
-     * an asynchronous call. A blocking call that did not finish borrows again for its wait at once.
-     */
-    private void giveBackAfterCall(boolean blocking) {
-        boolean failed = false;
-        if (!blocking && freeTop < slots.length && !stopRequested) {
-            try {
-                progressOnce(false);
-            } catch (Throwable t) {
-                // another operation's completion failed here (its executor refused a task, say): the caller's
-                // own call is made and must be reported as such; the progress thread takes over
-                LOG.error("ucx4j: progress after an asynchronous call failed on worker {}", name, t);
-                failed = true;
-            }
-        }
-        giveBack(failed);
-    }
-
-    /**
-     * The borrower hands the worker back. {@code waiting}: it is about to wait for what it has in flight, so the
-     * progress thread takes the worker back at once; otherwise, with operations in flight, the progress thread
-     * watches ({@link #lendWorker}): it takes the worker back when a nap goes by without a loan, instead of from
-     * under a caller about to borrow it again. Queued or deferred work always has it taken back at once.
-     */
-    private void giveBack(boolean waiting) {
-        // decided, and the watch set up, while this thread still owns the worker's state
-        boolean inFlight = freeTop < slots.length;
-        boolean urgent = !deferred.isEmpty() || waiting && inFlight || stopRequested;
-        boolean startWatch = false;
-        if (!urgent) {
-            if (inFlight) {
-                if (!watching) {
-                    watchedLoan = loans;
-                    watching = true;
-                    startWatch = true;
-                }
-            } else if (watching) {
-                watching = false; // nothing left to watch: the progress thread's ordinary nap
-            }
-        }
+    /** The borrower hands the worker back; the progress thread resumes if anything may need it. */
+    private void giveBack() {
+        // decided while this thread still owns the worker's state: operations in flight (another thread's, or UCX's
+        // own) complete only while someone progresses
+        boolean wanted = !deferred.isEmpty() || freeTop < slots.length;
         OWNER.setRelease(this, progressThread);
         if (borrower.getPlain() == Thread.currentThread()) { // this loan was handed over (see borrow)
             borrower.setRelease(null);
@@ -1619,23 +1536,9 @@ public final class Engine {
         // the one fence: a thread that queues an op either sees RETURNED (and wakes the progress thread) or
         // queued it before the check below
         lend.set(RETURNED);
-        if (urgent || !queue.isEmpty()) { // the queue after the hand-back: see submit
-            wakeToTakeBack();
-        } else if (startWatch) {
+        if (wanted || stopRequested || !queue.isEmpty()) { // the queue after the hand-back: see submit
             LockSupport.unpark(progressThread);
         }
-    }
-
-    /**
-     * The progress thread must take the worker back at its next look: borrowers that would not wait leave a
-     * given-back worker to it until it has.
-     */
-    private void wakeToTakeBack() {
-        reclaim = true;
-        if (watching) {
-            watching = false;
-        }
-        LockSupport.unpark(progressThread);
     }
 
     /** Progress thread, at the top of a duty cycle with a borrow request: hands over, waits to be given it back. */
@@ -1648,26 +1551,12 @@ public final class Engine {
         Thread b = borrower.get(); // set before the request
         owner = b; // everything done so far is visible to the borrower
         LockSupport.unpark(b);
-        reclaim = false;
-        int seen = -1; // loans at the last look, while watching
         while (true) {
-            LockSupport.parkNanos(this, watching && !reclaim ? WATCH_NAP_NANOS : LENT_NAP_NANOS);
-            boolean returned = lend.get() == RETURNED;
-            int l = loans; // read after lend: as new as the last give-back
-            // watching, the worker stays with its callers while they keep borrowing it: at the first look (the
-            // progress thread's wake-up time after the give-back) any new loan, after that enough loans per nap
-            // that their progress calls keep everything in flight moving
-            boolean keep = false;
-            if (watching && !reclaim && !stopRequested) {
-                keep = seen == -1 ? l != watchedLoan : l - seen >= WATCH_MIN_LOANS;
-            }
-            if (!keep && returned && lend.compareAndSet(RETURNED, RUNNING)) {
-                watching = false;
-                reclaim = false;
+            LockSupport.parkNanos(this, LENT_NAP_NANOS);
+            if (lend.get() == RETURNED && lend.compareAndSet(RETURNED, RUNNING)) {
                 idle = 0;
                 return; // the borrower set owner back before it returned the worker
             }
-            seen = keep ? l : -1;
         }
     }
 
@@ -1703,14 +1592,6 @@ public final class Engine {
 
     /** One duty cycle: drain commands, progress UCX, run deferred work. Owner thread only. */
     public int progressOnce() {
-        return progressOnce(true);
-    }
-
-    /**
-     * {@link #progressOnce()}; without {@code runDeferred}, work deferred to after the progress call (active-message
-     * handlers among it) stays for whoever drives the worker next.
-     */
-    private int progressOnce(boolean runDeferred) {
         int work = 0;
         Op op;
         while (work < 256 && (op = queue.poll()) != null) {
@@ -1735,7 +1616,7 @@ public final class Engine {
             shmCheck.poll();
         }
         Runnable r;
-        while (runDeferred && (r = deferred.poll()) != null) {
+        while ((r = deferred.poll()) != null) {
             r.run();
             work++;
         }

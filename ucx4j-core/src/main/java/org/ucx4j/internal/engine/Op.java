@@ -16,11 +16,6 @@ public final class Op extends EngineFuture<Long> {
     static final byte TAG_SEND = 1, TAG_RECV = 2, STREAM_SEND = 3, STREAM_RECV = 4, FLUSH = 5, CLOSE = 6, TASK = 7,
             AM_SEND = 8, AM_DATA = 9, PUT = 10, GET = 11, RMA_FLUSH = 12;
 
-    /** A send, receive, put or get: what a caller may post itself with a borrowed worker (not a task or a close). */
-    boolean isTransfer() {
-        return kind <= STREAM_RECV || kind == AM_SEND || kind == PUT || kind == GET;
-    }
-
     private static final VarHandle QUEUED, NEXT, CANCEL, WAITER, DONE, PARKED;
 
     static {
