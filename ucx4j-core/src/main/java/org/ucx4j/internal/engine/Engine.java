@@ -1455,13 +1455,13 @@ public final class Engine {
                 return false; // another borrower, or the progress thread, was first: the ordinary way
             }
             OWNER.setRelease(this, me);
-            TestHooks.lastBorrower = me;
+            noteBorrower(me);
             return true;
         }
         if (!wait || s != RUNNING || !borrower.compareAndSet(null, me)) {
             return false;
         }
-        TestHooks.lastBorrower = me;
+        noteBorrower(me);
         if (!lend.compareAndSet(RUNNING, REQUESTED)) {
             borrower.set(null);
             return false;
@@ -1483,6 +1483,16 @@ public final class Engine {
             }
         }
         return true;
+    }
+
+    /**
+     * Records the borrower for tests; written only when it changes, so that threads borrowing in a loop do not keep
+     * writing one shared cache line.
+     */
+    private static void noteBorrower(Thread me) {
+        if (TestHooks.lastBorrower != me) {
+            TestHooks.lastBorrower = me;
+        }
     }
 
     /** Idle duty cycles after which a borrower stops driving (BLOCKING chose not to spin: the hot phase only). */
