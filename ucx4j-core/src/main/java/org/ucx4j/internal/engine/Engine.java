@@ -1055,30 +1055,16 @@ public final class Engine {
      */
     void help(SafeFuture<?> f, long timeoutNanos, boolean interruptible) {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
-        Thread me = Thread.currentThread();
-        if (me == owner) {
+        int flags = (timeoutNanos < 0 ? 0 : TIMED) | (interruptible ? INTERRUPTIBLE : 0) | STOPS;
+        if (Thread.currentThread() == owner) {
             // inside UCX's progress (a completion's dependent) nothing could complete f: refused, as a blocking
             // call there is; an AM handler runs after the progress call and drives the worker as a blocking call does
             checkNotInProgress(f instanceof Op op ? op.what + " (waiting on its future)" : "waiting on a future");
-            if (stopRequested) {
-                return;
-            }
             // join() does not answer interrupts, and nobody else would complete f: it drives on regardless
-            idle = 0;
-            for (int turns = 1; !f.isDone() && !stopRequested; turns++) {
-                if ((turns & 63) == 0 && (interruptible && me.isInterrupted() || timeoutNanos >= 0
-                        && System.nanoTime() - deadline >= 0)) {
-                    return;
-                }
-                if (progressOnce() == 0) {
-                    idleStep(WAITING);
-                } else {
-                    idle = 0;
-                }
-            }
+            driveUntil(null, f, deadline, flags);
         } else if (borrow()) {
             try {
-                drive(null, f, deadline, timeoutNanos);
+                driveUntil(null, f, deadline, flags | INTERRUPTIBLE | BORROWED);
             } finally {
                 giveBack();
             }
@@ -1091,21 +1077,13 @@ public final class Engine {
      */
     public <T> T awaitFuture(SafeFuture<T> f, long timeoutNanos, String what) {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
+        int flags = (timeoutNanos < 0 ? 0 : TIMED) | INTERRUPTIBLE; // an interrupt: f.get() below answers it
         if (Thread.currentThread() == owner) {
             checkNotInProgress(what);
-            idle = 0;
-            // an interrupt leaves the loop: f.get() below then answers it
-            while (!f.isDone() && (timeoutNanos < 0 || System.nanoTime() - deadline < 0)
-                    && !Thread.currentThread().isInterrupted()) {
-                if (progressOnce() == 0) {
-                    idleStep(WAITING);
-                } else {
-                    idle = 0;
-                }
-            }
+            driveUntil(null, f, deadline, flags);
         } else if (!f.isDone() && borrow()) { // as for an op (awaitDone)
             try {
-                drive(null, f, deadline, timeoutNanos);
+                driveUntil(null, f, deadline, flags | STOPS | BORROWED);
             } finally {
                 giveBack();
             }
@@ -1217,32 +1195,27 @@ public final class Engine {
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         boolean interrupted = false;
         boolean timedOut = false;
+        int flags = (timeoutNanos < 0 ? 0 : TIMED) | INTERRUPTIBLE;
         if (Thread.currentThread() == owner) {
             checkNotInProgress(op.what);
-            // caller-driven: progress ourselves (a polled receive is tested inside progressOnce); the clock is read
-            // only when there is a deadline, every 64 turns
-            idle = 0;
-            int turns = 0;
-            while (!op.done) {
-                boolean check = (++turns & 63) == 0;
-                if (check && timeoutNanos >= 0 && !op.cancelRequested && System.nanoTime() - deadline >= 0) {
+            // caller-driven: progress ourselves (a polled receive is tested inside progressOnce); a timeout or an
+            // interrupt cancels the op, and the wait goes on, deaf to both, until UCX has let go of it
+            for (int why; (why = driveUntil(op, null, deadline, op.cancelRequested ? 0 : flags)) != FINISHED; ) {
+                if (op.cancelRequested) {
+                    continue; // canceled meanwhile by another thread: its outcome is on the way
+                }
+                if (why == DEADLINE) {
                     timedOut = true;
-                    cancel(op);
-                }
-                if (check && !op.cancelRequested && Thread.interrupted()) {
+                } else { // INTERRUPTED: cleared here, set again below
+                    Thread.interrupted();
                     interrupted = true;
-                    cancel(op);
                 }
-                if (progressOnce() == 0) {
-                    idleStep(op);
-                } else {
-                    idle = 0;
-                }
+                cancel(op);
             }
         } else {
             if (!op.done && borrow()) {
                 try {
-                    drive(op, null, deadline, timeoutNanos);
+                    driveUntil(op, null, deadline, flags | STOPS | BORROWED);
                 } finally {
                     giveBack();
                 }
@@ -1512,26 +1485,52 @@ public final class Engine {
         }
     }
 
+    /** Why {@link #driveUntil} returned. */
+    private static final int FINISHED = 0, DEADLINE = 1, INTERRUPTED = 2, STOPPED = 3, IDLED = 4;
+    /** {@link #driveUntil}'s flags. */
+    private static final int TIMED = 1, INTERRUPTIBLE = 2, STOPS = 4, BORROWED = 8;
+
     /**
-     * The borrower drives the worker until {@code op} (or, when it is null, {@code f}) is done, or it idles too
-     * long, or must stop waiting.
+     * The one loop of a thread that drives the worker while it waits (the caller-mode owner, or a borrower): until
+     * {@code op} is done (or, when it is null, {@code f}), checking every 64 turns the deadline ({@code TIMED}) and
+     * the interrupt flag ({@code INTERRUPTIBLE}, left set); {@code STOPS}: until the worker is closing; a
+     * {@code BORROWED} worker is left after {@link #borrowerIdleLimit} idle turns ({@link #IDLED}), where the
+     * owner idles the mode's way instead ({@link #idleStep}). Returns why it stopped.
      */
-    private void drive(Op op, SafeFuture<?> f, long deadline, long timeoutNanos) {
-        int idleLimit = borrowerIdleLimit();
+    private int driveUntil(Op op, SafeFuture<?> f, long deadline, int flags) {
+        boolean borrowed = (flags & BORROWED) != 0;
+        int idleLimit = borrowed ? borrowerIdleLimit() : 0;
         int idleTurns = 0;
-        for (int turns = 1; !(op != null ? op.done : f.isDone()) && !stopRequested; turns++) {
-            if (progressOnce() != 0) {
-                idleTurns = 0;
-            } else if (++idleTurns >= idleLimit) {
-                return;
-            } else {
-                borrowerPause(idleTurns);
+        if (!borrowed) {
+            idle = 0; // the owner's idle phase (a borrower leaves the progress thread's alone)
+        }
+        for (int turns = 1; !(op != null ? op.done : f.isDone()); turns++) {
+            if ((flags & STOPS) != 0 && stopRequested) {
+                return STOPPED;
             }
-            if ((turns & 63) == 0 && (Thread.currentThread().isInterrupted()
-                    || timeoutNanos >= 0 && System.nanoTime() - deadline >= 0)) {
-                return; // the ordinary wait below cancels
+            if ((turns & 63) == 0) {
+                if ((flags & INTERRUPTIBLE) != 0 && Thread.currentThread().isInterrupted()) {
+                    return INTERRUPTED;
+                }
+                if ((flags & TIMED) != 0 && System.nanoTime() - deadline >= 0) {
+                    return DEADLINE;
+                }
+            }
+            if (progressOnce() == 0) {
+                if (!borrowed) {
+                    idleStep(op != null ? op : WAITING);
+                } else if (++idleTurns >= idleLimit) {
+                    return IDLED;
+                } else {
+                    borrowerPause(idleTurns);
+                }
+            } else if (!borrowed) {
+                idle = 0;
+            } else {
+                idleTurns = 0;
             }
         }
+        return FINISHED;
     }
 
     /** The borrower hands the worker back; the progress thread resumes if anything may need it. */
