@@ -236,9 +236,9 @@ final class AmReceiver {
             }
             pullsInFlight++;
             bytesInFlight += op.length;
-            int slot = engine.allocSlot(op);
+            int slot = engine.slots.alloc(op);
             engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-                    Engine.Stubs.STREAM_RECV.address(), engine.userData(slot), 0);
+                    Upcalls.STREAM_RECV.address(), engine.userData(slot), 0);
             long r = Ucp.amRecvDataNbx(engine.worker, op.address, m.payload.address(), op.length,
                     engine.reqParam.address());
             engine.posted(op, slot, r, op.length, 0);
@@ -274,7 +274,7 @@ final class AmReceiver {
             }
         }
         boolean freed = false;
-        for (Op op : engine.slots) {
+        for (Op op : engine.slots.table()) {
             // a raw peer's messages carry no connection: when a raw endpoint goes, no raw pull counts any more
             // (a dead one's might never end), but each is still delivered when it does
             if (op != null && op.kind == Op.AM_DATA && !op.pullUncounted && (op.ep == c || op.ep == null && c.raw)) {

@@ -7,7 +7,6 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 import static org.ucx4j.internal.ffi.Structs.*;
 
 import java.lang.foreign.Arena;
-import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandles;
@@ -58,48 +57,6 @@ public final class Engine {
     private static final int YIELDS = 200;
     private static final int SLEEP_MS = 1000;
 
-    // ---- registry: upcalls find their engine by id (written before the owner thread starts)
-    private static final Engine[] REGISTRY = new Engine[1 << 16];
-    private static int nextId;
-
-    private static synchronized int register(Engine e) {
-        for (int i = 0; i < REGISTRY.length; i++) {
-            int id = (nextId + i) & (REGISTRY.length - 1);
-            if (REGISTRY[id] == null) {
-                REGISTRY[id] = e;
-                nextId = id + 1;
-                return id;
-            }
-        }
-        throw new IllegalStateException("too many open UCX workers in this JVM");
-    }
-
-    private static synchronized void unregister(int id) {
-        REGISTRY[id] = null;
-    }
-
-    // ---- upcall stubs, created once per JVM
-    static final class Stubs {
-        static final MemorySegment SEND = stub("onSend", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG));
-        static final MemorySegment TAG_RECV = stub("onTagRecv",
-                FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG));
-        static final MemorySegment STREAM_RECV = stub("onStreamRecv",
-                FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG));
-        static final MemorySegment EP_ERROR = stub("onEndpointError",
-                FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_INT));
-        static final MemorySegment AM_RECV = stub("onActiveMessage", FunctionDescriptor.of(JAVA_INT, JAVA_LONG,
-                JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
-
-        private static MemorySegment stub(String method, FunctionDescriptor fd) {
-            try {
-                return NativeAccess.upcall(
-                        MethodHandles.lookup().findStatic(Engine.class, method, fd.toMethodType()), fd);
-            } catch (ReflectiveOperationException e) {
-                throw new ExceptionInInitializerError(e);
-            }
-        }
-    }
-
     /** Engine settings chosen by the API layer. */
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
@@ -131,15 +88,14 @@ public final class Engine {
     private final int efd;
 
     // ---- owner-thread state
-    Op[] slots = new Op[256];
-    private int[] freeSlots = new int[256];
-    private int freeTop;
+    /** Operations UCX holds a request for, by the slot their callback names. */
+    final OpSlots slots = new OpSlots();
     EndpointCore[] eps = new EndpointCore[64];
     private final java.util.Set<ListenerCore> listeners = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** Work for after the current progress call (owner thread): upcalls must not call back into UCX. */
     final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
     /** Active messages in: inboxes, rendezvous pulls, handlers (owner thread). */
-    private final AmReceiver amReceiver;
+    final AmReceiver amReceiver;
     final MemorySegment reqParam;
     private final MemorySegment lenOut, pollfd, scratch, epParams;
     /** Owner thread: staging for short active messages sent inside the call. */
@@ -180,10 +136,6 @@ public final class Engine {
         this.sendScratch = arena.allocate(1024, 16);
         int[] version = Ucp.version();
         this.recvInfoAtOnce = version[0] > 1 || version[1] >= 16;
-        for (int i = 0; i < freeSlots.length; i++) {
-            freeSlots[i] = freeSlots.length - 1 - i;
-        }
-        freeTop = freeSlots.length;
         long ctx = 0, wrk = 0;
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
@@ -231,12 +183,12 @@ public final class Engine {
         this.registrations = new Registrations(ctx);
         pollfd.set(JAVA_INT, 0, efd);
         pollfd.set(JAVA_SHORT, 4, (short) 1); // POLLIN
-        this.id = register(this);
+        this.id = Upcalls.register(this);
         try {
             setAmHandler(AmWire.ID_UCX4J);
             setAmHandler(AmWire.ID_RAW);
         } catch (RuntimeException e) {
-            unregister(id);
+            Upcalls.unregister(id);
             Ucp.workerDestroy(worker);
             Ucp.cleanup(context);
             arena.close();
@@ -274,7 +226,7 @@ public final class Engine {
                     | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG);
             p.set(JAVA_INT, AHP_ID, amId);
             p.set(JAVA_INT, AHP_FLAGS, UCP_AM_FLAG_WHOLE_MSG);
-            p.set(JAVA_LONG, AHP_CB, Stubs.AM_RECV.address());
+            p.set(JAVA_LONG, AHP_CB, Upcalls.AM_RECV.address());
             p.set(JAVA_LONG, AHP_ARG, ((long) amId << 32) | id);
             check(Ucp.setAmRecvHandler(worker, p.address()), "ucp_worker_set_am_recv_handler");
         }
@@ -390,9 +342,9 @@ public final class Engine {
             if (!ownerMayActNow(ep)) {
                 return null;
             }
-            int slot = reserveSlot();
+            int slot = slots.reserve();
             setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
-                    | sendNowFlag, Stubs.SEND.address(), userData(slot), 0);
+                    | sendNowFlag, Upcalls.SEND.address(), userData(slot), 0);
             long r = Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address());
             return Status.isRequest(r) ? adopt(tagSend(ep, address, length, tag, 0, blocking), slot, r)
                     : sentNow(ep, slot, r, length);
@@ -420,8 +372,8 @@ public final class Engine {
             if (!ownerMayActNow(ep)) {
                 return null;
             }
-            int slot = reserveSlot();
-            setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Stubs.SEND.address(),
+            int slot = slots.reserve();
+            setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Upcalls.SEND.address(),
                     userData(slot), 0);
             long r = Ucp.streamSendNow(ep.handle, address, length, reqParam.address());
             return Status.isRequest(r) ? adopt(streamSend(ep, address, length, 0, blocking), slot, r)
@@ -473,8 +425,8 @@ public final class Engine {
             MemorySegment.copy(payload, 0, sendScratch, headerLength, length);
             buffer = sendScratch.address() + headerLength;
         }
-        int slot = reserveSlot();
-        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Stubs.SEND.address(),
+        int slot = slots.reserve();
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Upcalls.SEND.address(),
                 userData(slot), 0);
         int amId = ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J;
         long r = Ucp.amSendNow(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
@@ -513,8 +465,8 @@ public final class Engine {
             return null;
         }
         long startedAt = length >= PeerStats.LARGE ? System.nanoTime() : 0; // for the per-peer bandwidth figures
-        int slot = reserveSlot();
-        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(), userData(slot), 0);
+        int slot = slots.reserve();
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(), userData(slot), 0);
         long r = get ? Ucp.getNbx(ep.handle, local, length, remoteAddress, rkey, reqParam.address())
                 : Ucp.putNbx(ep.handle, local, length, remoteAddress, rkey, reqParam.address());
         if (Status.isRequest(r)) {
@@ -522,7 +474,7 @@ public final class Engine {
             ep.addPending(op); // as a posted one: failed with its endpoint
             return op;
         }
-        releaseSlot(slot);
+        slots.release(slot);
         if (r != Status.OK) {
             return null;
         }
@@ -534,16 +486,8 @@ public final class Engine {
         return SENT;
     }
 
-    /** A slot for a send made inside the call, whose op exists only if UCX hands back a request. */
-    private int reserveSlot() {
-        if (freeTop == 0) {
-            growSlots();
-        }
-        return freeSlots[--freeTop];
-    }
-
     private Op sentNow(EndpointCore ep, int slot, long status, long length) {
-        releaseSlot(slot);
+        slots.release(slot);
         if (status != Status.OK) {
             return null;
         }
@@ -559,8 +503,7 @@ public final class Engine {
         if (op.blocking) {
             op.waitedBy(owner);
         }
-        slots[slot] = op;
-        op.slot = slot;
+        slots.put(slot, op);
         op.request = request;
         if (op.length >= PeerStats.LARGE) {
             op.startedAt = System.nanoTime();
@@ -789,7 +732,7 @@ public final class Engine {
             op.finish(0, 0, errorFor(op, (int) r));
         } else {
             op.startedAt = startedAt;
-            allocSlot(op);
+            slots.alloc(op);
             op.request = r;
             op.polled = true;
             linkPending(op);
@@ -1537,7 +1480,7 @@ public final class Engine {
     private void giveBack() {
         // decided while this thread still owns the worker's state: operations in flight (another thread's, or UCX's
         // own) complete only while someone progresses
-        boolean wanted = !deferred.isEmpty() || freeTop < slots.length;
+        boolean wanted = !deferred.isEmpty() || slots.anyTaken();
         OWNER.setRelease(this, progressThread);
         if (borrower.getPlain() == Thread.currentThread()) { // this loan was handed over (see borrow)
             borrower.setRelease(null);
@@ -1713,9 +1656,9 @@ public final class Engine {
                     failNow(op, bad);
                     return;
                 }
-                int slot = allocSlot(op);
+                int slot = slots.alloc(op);
                 setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-                        Stubs.SEND.address(), userData(slot), 0);
+                        Upcalls.SEND.address(), userData(slot), 0);
                 long r = Ucp.tagSendNbx(op.ep.handle, op.address, op.length, op.tag, reqParam.address());
                 posted(op, slot, r, op.length, op.tag);
             }
@@ -1727,7 +1670,7 @@ public final class Engine {
                         return;
                     }
                 }
-                int slot = allocSlot(op);
+                int slot = slots.alloc(op);
                 if (recvInfoAtOnce && op.probed == 0) {
                     // UCX >= 1.16: one call takes a message that waits (length and tag in recv_info, no upcall)
                     // or queues the receive; a blocking receive of the thread driving the worker (owner or
@@ -1735,7 +1678,7 @@ public final class Engine {
                     op.polled = op.blocking && op.waiter == owner;
                     setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO
                             | (op.polled ? 0 : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA),
-                            op.polled ? 0 : Stubs.TAG_RECV.address(), op.polled ? 0 : userData(slot), 0);
+                            op.polled ? 0 : Upcalls.TAG_RECV.address(), op.polled ? 0 : userData(slot), 0);
                     reqParam.set(JAVA_LONG, RP_RECV_INFO, scratch.address());
                     long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address(),
                             !op.polled);
@@ -1757,7 +1700,7 @@ public final class Engine {
                 }
                 if (msg != 0) {
                     setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
-                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE, Stubs.TAG_RECV.address(), userData(slot), 0);
+                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE, Upcalls.TAG_RECV.address(), userData(slot), 0);
                     long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, msg, reqParam.address());
                     if (posted(op, slot, r, len, stag)) {
                         linkPending(op);
@@ -1773,7 +1716,7 @@ public final class Engine {
                     setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
                 } else {
                     setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
-                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Stubs.TAG_RECV.address(),
+                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Upcalls.TAG_RECV.address(),
                             userData(slot), 0);
                 }
                 // the probe just missed, and nothing progressed since: UCX only queues the request
@@ -1788,8 +1731,8 @@ public final class Engine {
                     failNow(op, bad);
                     return;
                 }
-                int slot = allocSlot(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(),
+                int slot = slots.alloc(op);
+                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
                         userData(slot), 0);
                 long r = Ucp.streamSendNbx(op.ep.handle, op.address, op.length, reqParam.address());
                 posted(op, slot, r, op.length, 0);
@@ -1808,12 +1751,12 @@ public final class Engine {
                     op.ep.waitingForTwin.add(op);
                     return;
                 }
-                int slot = allocSlot(op);
+                int slot = slots.alloc(op);
                 // the driving thread's own blocking receive is polled (no upcall), like a tag receive
                 op.polled = op.blocking && op.waiter == owner;
                 setParam(op.polled ? UCP_OP_ATTR_FIELD_FLAGS
                         : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-                        Stubs.STREAM_RECV.address(), userData(slot), (int) op.mask);
+                        Upcalls.STREAM_RECV.address(), userData(slot), (int) op.mask);
                 long r = Ucp.streamRecvNbx(source, op.address, op.length, lenOut.address(),
                         reqParam.address());
                 if (posted(op, slot, r, r == 0 ? lenOut.get(JAVA_LONG, 0) : 0, 0)) {
@@ -1826,11 +1769,11 @@ public final class Engine {
                     failNow(op, bad);
                     return;
                 }
-                int slot = allocSlot(op);
+                int slot = slots.alloc(op);
                 // contiguous bytes are UCX's default datatype; only a frame list needs the iov one
                 setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
                         | (op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0),
-                        Stubs.SEND.address(), userData(slot), 0);
+                        Upcalls.SEND.address(), userData(slot), 0);
                 reqParam.set(JAVA_LONG, RP_DATATYPE, op.datatype);
                 long r = Ucp.amSendNbx(op.ep.handle, op.amId, op.header, op.headerLength, op.address, op.length,
                         reqParam.address());
@@ -1842,8 +1785,8 @@ public final class Engine {
                     failNow(op, bad);
                     return;
                 }
-                int slot = allocSlot(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(),
+                int slot = slots.alloc(op);
+                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
                         userData(slot), 0);
                 long r = op.kind == Op.PUT
                         ? Ucp.putNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address())
@@ -1860,8 +1803,8 @@ public final class Engine {
                         return;
                     }
                 }
-                int slot = allocSlot(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(),
+                int slot = slots.alloc(op);
+                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
                         userData(slot), 0);
                 long r = op.ep != null ? Ucp.epFlushNbx(op.ep.handle, reqParam.address())
                         : Ucp.workerFlushNbx(worker, reqParam.address());
@@ -1872,8 +1815,8 @@ public final class Engine {
                     op.finish(0, 0, null);
                     return;
                 }
-                int slot = allocSlot(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Stubs.SEND.address(),
+                int slot = slots.alloc(op);
+                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
                         userData(slot), 0);
                 long r = Ucp.epFlushNbx(op.ep.handle, reqParam.address());
                 posted(op, slot, r, 0, 0);
@@ -1882,10 +1825,10 @@ public final class Engine {
                 // UCX documents a forced close only where both ends handle peer errors (it may cause transport
                 // errors on the peer). Without, a gracefully closed endpoint (every send flushed) closes by
                 // flushing; an abort, a timeout or a dead peer still forces: a flushing close could wait forever
-                int slot = allocSlot(op);
+                int slot = slots.alloc(op);
                 boolean force = peerErrorHandling || !op.ep.flushed;
                 setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-                        Stubs.SEND.address(), userData(slot), force ? UCP_EP_CLOSE_FLAG_FORCE : 0);
+                        Upcalls.SEND.address(), userData(slot), force ? UCP_EP_CLOSE_FLAG_FORCE : 0);
                 long r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
                 posted(op, slot, r, 0, 0);
             }
@@ -1958,7 +1901,7 @@ public final class Engine {
     }
 
     long userData(int slot) {
-        return ((long) id << 32) | slot;
+        return Upcalls.userData(id, slot);
     }
 
     /**
@@ -1967,49 +1910,20 @@ public final class Engine {
      */
     boolean posted(Op op, int slot, long r, long immediateLength, long immediateTag) {
         if (r == 0) {
-            releaseSlot(slot);
+            slots.release(slot);
             complete(op, Status.OK, immediateLength, immediateTag);
             return false;
         }
         if (Status.isError(r)) {
-            releaseSlot(slot);
+            slots.release(slot);
             complete(op, (int) r, 0, 0);
             return false;
         }
-        if (slots[slot] != op) {
+        if (slots.get(slot) != op) {
             return false; // completed (and the request freed) by its callback inside the nbx call
         }
         op.request = r;
         return true;
-    }
-
-    int allocSlot(Op op) {
-        if (freeTop == 0) {
-            growSlots();
-        }
-        int s = freeSlots[--freeTop];
-        slots[s] = op;
-        op.slot = s;
-        return s;
-    }
-
-    private void growSlots() {
-        int old = slots.length;
-        slots = Arrays.copyOf(slots, old * 2);
-        freeSlots = new int[old * 2];
-        for (int i = 0; i < old; i++) {
-            freeSlots[i] = old * 2 - 1 - i;
-        }
-        freeTop = old;
-    }
-
-    private void releaseSlot(int s) {
-        Op op = slots[s];
-        if (op != null) {
-            op.slot = -1;
-        }
-        slots[s] = null;
-        freeSlots[freeTop++] = s;
     }
 
     /** Ends an op on the owner thread: frees UCX's request and staging memory, maps the status, wakes the caller. */
@@ -2120,79 +2034,29 @@ public final class Engine {
 
     // ---- upcalls: run on the owner thread inside ucp_worker_progress; never throw
 
-    static void onSend(long request, int status, long userData) {
-        try {
-            Engine e = REGISTRY[(int) (userData >>> 32)];
-            e.completeSlot((int) userData, request, Ucp.status(status), -1, 0);
-        } catch (Throwable t) {
-            LOG.error("ucx4j send callback failed", t);
+    /** UCX reported an error on the endpoint in slot {@code slot} (an upcall): handled after the progress call. */
+    void endpointError(int slot, long ep, int status) {
+        EndpointCore c = eps[slot];
+        if (c != null && c.handle == ep) {
+            deferred.add(() -> {
+                boolean open = c.state == EndpointCore.OPEN;
+                failEndpoint(c, status, "UCX reported an endpoint error");
+                if (open) { // the peer died (not a close already under way)
+                    shmCheck.suspect(c);
+                }
+            });
         }
     }
 
-    static void onTagRecv(long request, int status, long info, long userData) {
-        try {
-            Engine e = REGISTRY[(int) (userData >>> 32)];
-            long len = 0, tag = 0;
-            status = Ucp.status(status);
-            if (status == Status.OK && info != 0) {
-                len = NativeAccess.getLong(info + TRI_LENGTH);
-                tag = NativeAccess.getLong(info + TRI_SENDER_TAG);
-            }
-            e.completeSlot((int) userData, request, status, len, tag);
-        } catch (Throwable t) {
-            LOG.error("ucx4j recv callback failed", t);
-        }
-    }
-
-    static void onStreamRecv(long request, int status, long length, long userData) {
-        try {
-            Engine e = REGISTRY[(int) (userData >>> 32)];
-            e.completeSlot((int) userData, request, Ucp.status(status), length, 0);
-        } catch (Throwable t) {
-            LOG.error("ucx4j stream callback failed", t);
-        }
-    }
-
-    /** {@code ucp_am_recv_callback_t}: arg = AM id << 32 | engine id. Returns a {@code ucs_status_t}. */
-    static int onActiveMessage(long arg, long header, long headerLength, long data, long length, long param) {
-        try {
-            Engine e = REGISTRY[(int) arg];
-            long attr = NativeAccess.getLong(param + ARP_RECV_ATTR);
-            return e.amReceiver.arrived((int) (arg >>> 32), header, headerLength, data, length,
-                    (attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
-        } catch (Throwable t) {
-            LOG.error("ucx4j active message callback failed", t);
-            return Status.OK;
-        }
-    }
-
-    static void onEndpointError(long arg, long ep, int status) {
-        try {
-            Engine e = REGISTRY[(int) (arg >>> 32)];
-            EndpointCore c = e.eps[(int) arg];
-            if (c != null && c.handle == ep) {
-                int st = Ucp.status(status);
-                e.deferred.add(() -> {
-                    boolean open = c.state == EndpointCore.OPEN;
-                    e.failEndpoint(c, st, "UCX reported an endpoint error");
-                    if (open) { // the peer died (not a close already under way)
-                        e.shmCheck.suspect(c);
-                    }
-                });
-            }
-        } catch (Throwable t) {
-            LOG.error("ucx4j endpoint error callback failed", t);
-        }
-    }
-
-    private void completeSlot(int slot, long request, int status, long length, long tag) {
-        Op op = slots[slot];
+    /** An operation's callback (an upcall): completes the op in {@code slot} unless it is no longer there. */
+    void completeSlot(int slot, long request, int status, long length, long tag) {
+        Op op = slots.get(slot);
         if (op == null || (op.request != request && op.request != 0)) {
             Ucp.requestFree(request);
             return;
         }
         op.request = request;
-        releaseSlot(slot);
+        slots.release(slot);
         complete(op, status, length < 0 ? op.length : length, tag);
     }
 
@@ -2256,8 +2120,8 @@ public final class Engine {
                 epParams.set(JAVA_LONG, EP_ADDRESS, addr);
                 epParams.set(JAVA_INT, EP_ERR_MODE,
                         peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
-                epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Stubs.EP_ERROR.address());
-                epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, ((long) id << 32) | slot);
+                epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Upcalls.EP_ERROR.address());
+                epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, Upcalls.userData(id, slot));
                 int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
                 if (st != Status.OK) {
                     eps[slot] = null;
@@ -2691,11 +2555,11 @@ public final class Engine {
                 Ucp.requestCancel(worker, r.request);
             }
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
-            while (System.nanoTime() < until && hasInFlight()) {
+            while (System.nanoTime() < until && slots.anyOp()) {
                 progressOnce();
             }
             List<Op> stuck = new ArrayList<>();
-            for (Op s : slots) {
+            for (Op s : slots.table()) {
                 if (s != null) {
                     stuck.add(s);
                 }
@@ -2762,18 +2626,9 @@ public final class Engine {
                     failNow(late, closedError(late.what));
                 }
             }
-            unregister(id);
+            Upcalls.unregister(id);
             arena.close();
             terminatedFuture.complete(null);
         }
-    }
-
-    private boolean hasInFlight() {
-        for (Op s : slots) {
-            if (s != null) {
-                return true;
-            }
-        }
-        return false;
     }
 }
