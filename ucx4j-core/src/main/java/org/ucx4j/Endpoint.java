@@ -125,28 +125,34 @@ public final class Endpoint implements AutoCloseable {
         sendBlocking(engine.tagSend(core, copy, buf.length, wt, copy, true), -1);
     }
 
-    /**
-     * On the worker's owner thread (caller-driven mode), or on a thread that finds the worker idle and borrows it
-     * for the call, a message small enough for UCX's short protocol is sent inside the call, without an operation
-     * object (and on the owner thread without a future of its own); anything else is an op.
-     */
     private CompletableFuture<Long> sendSegmentAsync(MemorySegment seg, long wireTag) {
-        ucx.checkOpen();
-        Op now = engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag, false);
-        if (now == Engine.SENT) {
-            return engine.completed(seg.byteSize());
-        }
-        return now != null ? kept(now, seg) // in flight after all
-                : submitted(kept(engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, false), seg));
+        Op op = startTagSend(seg, wireTag, false);
+        return op == Engine.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
     private void sendSegment(MemorySegment seg, long wireTag, long timeoutNanos) {
+        Op op = startTagSend(seg, wireTag, true);
+        if (op != Engine.SENT) {
+            engine.await(op, timeoutNanos);
+        }
+    }
+
+    /**
+     * Starts a tag send. On the worker's owner thread (caller-driven mode), or on a thread that borrows the worker
+     * for the call ({@link Engine#enterCall}: a blocking call waits for it, an asynchronous one takes it only if
+     * nobody drives it), a message small enough for UCX's short protocol is sent inside the call without an
+     * operation object ({@link Engine#SENT}; the async form then hands back a shared completed future), and a
+     * larger one is posted by this thread; otherwise its op goes to the worker's thread through the queue.
+     */
+    private Op startTagSend(MemorySegment seg, long wireTag, boolean blocking) {
         ucx.checkOpen();
-        Op now = engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag, true);
-        if (now != Engine.SENT) {
-            engine.await(now != null ? kept(now, seg)
-                    : submitted(kept(engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, true), seg)),
-                    timeoutNanos);
+        boolean borrowed = engine.enterCall(core, blocking);
+        try {
+            Op now = engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag, blocking);
+            return now == Engine.SENT ? now : now != null ? kept(now, seg) // in flight after all
+                    : submitted(kept(engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, blocking), seg));
+        } finally {
+            engine.leaveCall(borrowed);
         }
     }
 
@@ -291,13 +297,8 @@ public final class Endpoint implements AutoCloseable {
      */
     public CompletableFuture<Long> streamSendAsync(MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, false);
-        ucx.checkOpen();
-        Op now = engine.streamSendNow(core, seg.address(), seg.byteSize(), false);
-        if (now == Engine.SENT) {
-            return engine.completed(seg.byteSize());
-        }
-        return now != null ? kept(now, seg) // in flight after all
-                : submitted(kept(engine.streamSend(core, seg.address(), seg.byteSize(), 0, false), seg));
+        Op op = startStreamSend(seg, false);
+        return op == Engine.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
     public void streamSend(MemorySegment buf) {
@@ -307,11 +308,22 @@ public final class Endpoint implements AutoCloseable {
     public void streamSend(MemorySegment buf, Duration timeout) {
         long t = timeout == null ? -1 : Buffers.nanos(timeout);
         MemorySegment seg = Buffers.segment(buf, false);
+        Op op = startStreamSend(seg, true);
+        if (op != Engine.SENT) {
+            engine.await(op, t);
+        }
+    }
+
+    /** Starts a stream send, as {@link #startTagSend} does a tag send. */
+    private Op startStreamSend(MemorySegment seg, boolean blocking) {
         ucx.checkOpen();
-        Op now = engine.streamSendNow(core, seg.address(), seg.byteSize(), true);
-        if (now != Engine.SENT) {
-            engine.await(now != null ? kept(now, seg)
-                    : submitted(kept(engine.streamSend(core, seg.address(), seg.byteSize(), 0, true), seg)), t);
+        boolean borrowed = engine.enterCall(core, blocking);
+        try {
+            Op now = engine.streamSendNow(core, seg.address(), seg.byteSize(), blocking);
+            return now == Engine.SENT ? now : now != null ? kept(now, seg) // in flight after all
+                    : submitted(kept(engine.streamSend(core, seg.address(), seg.byteSize(), 0, blocking), seg));
+        } finally {
+            engine.leaveCall(borrowed);
         }
     }
 
@@ -386,11 +398,8 @@ public final class Endpoint implements AutoCloseable {
      * the wire exactly as given, with UCX AM id 0.
      */
     public CompletableFuture<Long> amSendAsync(MemorySegment header, MemorySegment payload) {
-        Op now = amSentNow(header, payload, false);
-        if (now == Engine.SENT) {
-            return engine.completed(payload.byteSize());
-        }
-        return now != null ? now : submitted(amOp(header, payload, false));
+        Op op = startAmSend(header, payload, false);
+        return op == Engine.SENT ? engine.completed(payload.byteSize()) : op;
     }
 
     public void amSend(MemorySegment header, MemorySegment payload) {
@@ -402,22 +411,28 @@ public final class Endpoint implements AutoCloseable {
     }
 
     private void amSend(MemorySegment header, MemorySegment payload, long timeoutNanos) {
-        Op now = amSentNow(header, payload, true);
-        if (now != Engine.SENT) {
-            engine.await(now != null ? now : submitted(amOp(header, payload, true)), timeoutNanos);
+        Op op = startAmSend(header, payload, true);
+        if (op != Engine.SENT) {
+            engine.await(op, timeoutNanos);
         }
     }
 
     /**
-     * Short active messages go out inside the call where this thread owns (or borrows) the worker (see
-     * {@link #sendAsync}): {@link Engine#SENT}, or the op of one UCX took but did not finish, or null.
+     * Starts an active message, as {@link #startTagSend} does a tag send: a short one goes out inside the call
+     * where this thread owns (or borrows) the worker ({@link Engine#SENT}).
      */
-    private Op amSentNow(MemorySegment header, MemorySegment payload, boolean blocking) {
+    private Op startAmSend(MemorySegment header, MemorySegment payload, boolean blocking) {
         Objects.requireNonNull(header, "header");
         Objects.requireNonNull(payload, "payload");
         ucx.checkOpen();
-        Op now = engine.amSendNow(core, header, payload, blocking);
-        return now != null && now != Engine.SENT ? kept(now, payload) : now;
+        boolean borrowed = engine.enterCall(core, blocking);
+        try {
+            Op now = engine.amSendNow(core, header, payload, blocking);
+            return now == Engine.SENT ? now : now != null ? kept(now, payload) : submitted(amOp(header, payload,
+                    blocking));
+        } finally {
+            engine.leaveCall(borrowed);
+        }
     }
 
     public void amSend(byte[] header, byte[] payload) {
@@ -660,9 +675,15 @@ public final class Endpoint implements AutoCloseable {
     private Op rmaStart(boolean get, MemorySegment seg, RemoteKey key, long remoteOffset, boolean blocking) {
         long rkey = rkeyFor(key, remoteOffset, seg);
         long remote = key.remoteAddress() + remoteOffset;
-        Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
-        return now == Engine.SENT ? now : now != null ? kept(now, seg)
-                : submitted(kept(engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking), seg));
+        boolean borrowed = engine.enterCall(core, blocking);
+        try {
+            Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
+            return now == Engine.SENT ? now : now != null ? kept(now, seg)
+                    : submitted(kept(engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking),
+                            seg));
+        } finally {
+            engine.leaveCall(borrowed);
+        }
     }
 
     /** The UCX remote key for {@code seg.byteSize()} bytes at {@code remoteOffset} (bounds-checked); open checked. */

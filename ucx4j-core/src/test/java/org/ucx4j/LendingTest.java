@@ -190,6 +190,77 @@ class LendingTest {
     }
 
     /**
+     * A send too large for UCX's short protocol, made by a thread that borrows the worker for the call, is posted by
+     * that thread (an eager one completes there), not handed to the progress thread through the queue: for each API,
+     * most such async sends made right after a blocking call (which leaves the worker given back) come back done.
+     */
+    @Test
+    void aSendTooLargeForTheShortProtocolIsPostedByTheBorrowingCaller() throws Exception {
+        pair((a, client, server, arena) -> {
+            int size = 4096, rounds = 100;
+            MemorySegment out = arena.allocate(size), in = arena.allocate(size), tiny = arena.allocate(8);
+            MemorySegment none = MemorySegment.ofArray(new byte[0]);
+            for (String api : new String[] {"tag", "stream", "am"}) {
+                int doneAtOnce = 0;
+                for (int i = 0; i < rounds; i++) {
+                    client.send(tiny, 6, T); // borrows the client's worker and gives it back, nothing in flight
+                    out.fill((byte) i);
+                    out.set(ValueLayout.JAVA_INT, 0, i);
+                    CompletableFuture<Long> f = switch (api) {
+                        case "tag" -> client.sendAsync(out, 5);
+                        case "stream" -> client.streamSendAsync(out);
+                        default -> client.amSendAsync(none, out);
+                    };
+                    if (f.isDone()) {
+                        doneAtOnce++;
+                    }
+                    assertEquals(8, server.recv(tiny, 6, T));
+                    switch (api) {
+                        case "tag" -> assertEquals(size, server.recv(in, 5, T));
+                        case "stream" -> assertEquals(size, server.streamRecv(in, T));
+                        default -> {
+                            try (AmMessage m = server.amRecv(T)) {
+                                assertEquals(size, m.payload().byteSize());
+                                MemorySegment.copy(m.payload(), 0, in, 0, size);
+                            }
+                        }
+                    }
+                    assertEquals(i, in.get(ValueLayout.JAVA_INT, 0), api + " message " + i);
+                    assertEquals((byte) i, in.get(ValueLayout.JAVA_BYTE, size - 1), api + " message " + i);
+                    assertEquals(size, f.get(10, TimeUnit.SECONDS));
+                }
+                assertTrue(doneAtOnce >= rounds / 2, api + ": " + doneAtOnce + " of " + rounds
+                        + " async sends were done when the call returned");
+            }
+        });
+    }
+
+    /**
+     * A thread that borrows the worker for blocking calls reuses its one spare operation, as the caller-mode owner
+     * does: a loop of blocking 4 KiB sends (an operation each, posted inside the call) and receives allocates next
+     * to nothing per message once compiled (a new operation per message would be ~200 bytes).
+     */
+    @Test
+    void borrowedBlockingCallsReuseTheThreadsSpareOperation() throws Exception {
+        pair((a, client, server, arena) -> {
+            MemorySegment out = arena.allocate(4096), in = arena.allocate(4096);
+            var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+            long perMessage = Long.MAX_VALUE;
+            for (int pass = 0; pass < 10 && perMessage > 32; pass++) { // the first passes run before the JIT is done
+                long before = threads.getCurrentThreadAllocatedBytes();
+                for (int i = 0; i < 5000; i++) {
+                    out.set(ValueLayout.JAVA_INT, 0, i);
+                    client.send(out, 4, T);
+                    assertEquals(4096, server.recv(in, 4, T));
+                    assertEquals(i, in.get(ValueLayout.JAVA_INT, 0));
+                }
+                perMessage = (threads.getCurrentThreadAllocatedBytes() - before) / 5000;
+            }
+            assertTrue(perMessage <= 32, perMessage + " bytes allocated per blocking send + receive");
+        });
+    }
+
+    /**
      * An asynchronous call made while nobody drives the worker is made by its caller, who then goes back to its own
      * work: what it left in flight still completes when it never comes back (the progress thread takes the worker
      * back), and while it keeps calling, another thread's operation in flight completes too, with every byte right.

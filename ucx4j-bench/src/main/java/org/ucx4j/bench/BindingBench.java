@@ -51,6 +51,8 @@ public class BindingBench {
     Arena arena;
     MemorySegment out;
     MemorySegment in;
+    MemorySegment out4k;
+    MemorySegment in4k;
 
     @Setup(Level.Trial)
     public void setup() throws Exception {
@@ -65,6 +67,8 @@ public class BindingBench {
         arena = Arena.ofShared();
         out = arena.allocate(8);
         in = arena.allocate(8);
+        out4k = arena.allocate(4096);
+        in4k = arena.allocate(4096);
     }
 
     @TearDown(Level.Trial)
@@ -90,6 +94,16 @@ public class BindingBench {
     public long sendRecvBlocking() {
         client.send(out, 1);
         return server.recv(in, 1);
+    }
+
+    /**
+     * Blocking 4 KiB send and receive: above UCX's short protocol, so the send is an operation (posted by the thread
+     * that owns or borrows the worker for the call) that UCX's eager protocol completes inside the post.
+     */
+    @Benchmark
+    public long sendRecvBlocking4KiB() {
+        client.send(out4k, 4);
+        return server.recv(in4k, 4);
     }
 
     /** Blocking 8-byte active message and receiver-allocated receive (the AM upcall, allocation and copy-in). */

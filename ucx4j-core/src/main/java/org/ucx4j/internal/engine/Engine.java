@@ -269,15 +269,23 @@ public final class Engine {
     private static final ThreadLocal<Op[]> SPARE = ThreadLocal.withInitial(() -> new Op[1]);
     private static final Executor DIRECT = Runnable::run;
 
-    /** The owner thread's spare blocking op (no thread-local lookup on the caller-mode path). */
+    /**
+     * The caller-mode owner thread's spare blocking op (no thread-local lookup on its path). Not a borrower's: it
+     * takes an op while it owns the worker and recycles it once it has given the worker back.
+     */
     private Op ownerSpare;
+
+    /** The caller-mode owner thread (not a thread that borrowed the worker from the progress thread). */
+    private boolean onCallerOwner() {
+        return progressThread == null && Thread.currentThread() == owner;
+    }
 
     private Op op(boolean blocking) {
         if (!blocking) {
             return new Op(this);
         }
         Op op;
-        if (Thread.currentThread() == owner) {
+        if (onCallerOwner()) {
             op = ownerSpare;
             ownerSpare = null;
         } else {
@@ -296,7 +304,7 @@ public final class Engine {
     private void recycle(Op op) {
         if (op.pooled && !op.cancelRequested && op.slot < 0 && op.request == 0) {
             op.park();
-            if (Thread.currentThread() == owner) {
+            if (onCallerOwner()) {
                 ownerSpare = op;
             } else {
                 SPARE.get()[0] = op;
@@ -327,62 +335,58 @@ public final class Engine {
     static int sendNowFlag = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
 
     /**
-     * Owner thread, or a thread that borrows the worker for the call ({@link #borrowForCall}): sends a message inside
-     * the call, asking UCX to complete it there (its short protocol: {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}).
-     * Returns {@link #SENT} when it did; null when it cannot (UCX said no resource, a thread that could not borrow
-     * the worker, an endpoint that is not open, a flight recording that wants transfers): the caller then takes the
+     * Inside a call {@link #enterCall} opened, on the thread that owns the worker now (the owner, or a borrower):
+     * sends a message inside the call, asking UCX to complete it there (its short protocol:
+     * {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). Returns {@link #SENT} when it did; null when it cannot (UCX said no
+     * resource, a thread that does not own the worker, an endpoint that is not open, a flight recording that wants
+     * transfers): the caller then takes the
      * ordinary path, which also reports errors; UCX itself tries the short protocol first, so order is kept. A UCX
      * that takes the send but does not finish it inside the call (UCX 1.20 stream sends with protocol v2 ignore the
      * flag) hands back a request: the send is in flight and must not be made again, so it becomes the returned op,
      * completed by its callback like any other.
      */
     public Op tagSendNow(EndpointCore ep, long address, long length, long tag, boolean blocking) {
-        boolean borrowed = borrowForCall(ep, blocking);
-        try {
-            if (!ownerMayActNow(ep)) {
-                return null;
-            }
-            int slot = slots.reserve();
-            setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
-                    | sendNowFlag, Upcalls.SEND.address(), userData(slot), 0);
-            long r = Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address());
-            return Status.isRequest(r) ? adopt(tagSend(ep, address, length, tag, 0, blocking), slot, r)
-                    : sentNow(ep, slot, r, length);
-        } finally {
-            if (borrowed) {
-                giveBack();
-            }
+        if (!ownerMayActNow(ep)) {
+            return null;
         }
+        int slot = slots.reserve();
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
+                | sendNowFlag, Upcalls.SEND.address(), userData(slot), 0);
+        long r = Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address());
+        return Status.isRequest(r) ? adopt(tagSend(ep, address, length, tag, 0, blocking), slot, r)
+                : sentNow(ep, slot, r, length);
     }
 
     /**
-     * A thread that does not own the worker borrows it for one call that may act inside the call: a blocking call
-     * waits for the progress thread to hand it over ({@link #borrowFor}); an asynchronous one takes it only if nobody
-     * drives it now ({@link #borrowIdleFor}), and otherwise goes through the queue. True when it borrowed (then
-     * {@link #giveBack} after the call).
+     * Opens a call that may act inside it ({@link #tagSendNow} and the like, and, where those cannot, posting the
+     * ordinary operation): a thread that does not own the worker borrows it for the call — a blocking call waits
+     * for the progress thread to hand it over ({@link #borrowFor}); an asynchronous one takes it only if nobody
+     * drives it now ({@link #borrowIdleFor}) — so that what it starts is posted by this thread, not handed to the
+     * progress thread through the queue (a send too large for UCX's short protocol, say). True when it borrowed:
+     * {@link #leaveCall} then gives the worker back.
      */
-    private boolean borrowForCall(EndpointCore ep, boolean blocking) {
+    public boolean enterCall(EndpointCore ep, boolean blocking) {
         return Thread.currentThread() != owner && (blocking ? borrowFor(ep) : borrowIdleFor(ep));
+    }
+
+    /** Closes a call {@link #enterCall} opened. */
+    public void leaveCall(boolean borrowed) {
+        if (borrowed) {
+            giveBack();
+        }
     }
 
     /** {@link #tagSendNow} for the stream API. */
     public Op streamSendNow(EndpointCore ep, long address, long length, boolean blocking) {
-        boolean borrowed = borrowForCall(ep, blocking);
-        try {
-            if (!ownerMayActNow(ep)) {
-                return null;
-            }
-            int slot = slots.reserve();
-            setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Upcalls.SEND.address(),
-                    userData(slot), 0);
-            long r = Ucp.streamSendNow(ep.handle, address, length, reqParam.address());
-            return Status.isRequest(r) ? adopt(streamSend(ep, address, length, 0, blocking), slot, r)
-                    : sentNow(ep, slot, r, length);
-        } finally {
-            if (borrowed) {
-                giveBack();
-            }
+        if (!ownerMayActNow(ep)) {
+            return null;
         }
+        int slot = slots.reserve();
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Upcalls.SEND.address(),
+                userData(slot), 0);
+        long r = Ucp.streamSendNow(ep.handle, address, length, reqParam.address());
+        return Status.isRequest(r) ? adopt(streamSend(ep, address, length, 0, blocking), slot, r)
+                : sentNow(ep, slot, r, length);
     }
 
     /** An active message sent inside the call that UCX did not finish there: the scratch block is its until then. */
@@ -393,17 +397,6 @@ public final class Engine {
      * owner's scratch block, which UCX has copied by the time a short send returns.
      */
     public Op amSendNow(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
-        boolean borrowed = borrowForCall(ep, blocking);
-        try {
-            return amSendOwned(ep, header, payload, blocking);
-        } finally {
-            if (borrowed) {
-                giveBack();
-            }
-        }
-    }
-
-    private Op amSendOwned(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
         long headerLength = prefix + header.byteSize();
         long length = payload.byteSize();
@@ -448,18 +441,6 @@ public final class Engine {
      * borrow the worker, or when UCX refused it at once (the ordinary path then reports the error).
      */
     public Op rmaNow(EndpointCore ep, boolean get, long local, long length, long remoteAddress, long rkey,
-            boolean blocking) {
-        boolean borrowed = borrowForCall(ep, blocking);
-        try {
-            return rmaOwned(ep, get, local, length, remoteAddress, rkey, blocking);
-        } finally {
-            if (borrowed) {
-                giveBack();
-            }
-        }
-    }
-
-    private Op rmaOwned(EndpointCore ep, boolean get, long local, long length, long remoteAddress, long rkey,
             boolean blocking) {
         if (!ownerMayActNow(ep)) {
             return null;
