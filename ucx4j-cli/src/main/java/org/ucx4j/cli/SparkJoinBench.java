@@ -59,8 +59,13 @@ final class SparkJoinBench implements Callable<Integer> {
     int executorMemoryMb;
 
     @Option(names = "--backends", defaultValue = "sort,ucx4j", split = ",", description = "sort (Spark's "
-            + "built-in, Netty) and/or ucx4j, run in this order")
+            + "built-in, Netty) and/or ucx4j, run in this order in the first round")
     List<String> backends;
+
+    @Option(names = "--rounds", defaultValue = "2", description = "rounds of all backends, the order reversed in "
+            + "every other round (A B, B A, ...), so that neither gains from going second (a warmer driver JVM, "
+            + "page cache); default ${DEFAULT-VALUE}")
+    int rounds;
 
     @Option(names = "--conf", description = "extra Spark setting KEY=VALUE for both backends (repeatable), e.g. "
             + "spark.ucx4j.progressMode=blocking")
@@ -86,10 +91,10 @@ final class SparkJoinBench implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        if (partitions < 1 || rowsPerPartition < 1 || iterations < 1 || executors < 1 || warmup < 0
+        if (partitions < 1 || rowsPerPartition < 1 || iterations < 1 || executors < 1 || rounds < 1 || warmup < 0
                 || fracMatch < 0 || fracMatch > 1) {
-            throw new IllegalArgumentException("need partitions, rows, iterations, executors >= 1, warmup >= 0 and "
-                    + "0 <= frac-match <= 1");
+            throw new IllegalArgumentException("need partitions, rows, iterations, executors, rounds >= 1, "
+                    + "warmup >= 0 and 0 <= frac-match <= 1");
         }
         for (String b : backends) {
             if (!b.equals("sort") && !b.equals("ucx4j")) {

@@ -81,25 +81,55 @@ final class SparkJoinDriver {
 
     int run() throws Exception {
         Map<String, List<Iteration>> results = new LinkedHashMap<>();
-        for (String backend : o.backends) {
-            results.put(backend, runBackend(backend));
+        List<double[]> roundRatios = new ArrayList<>(); // {end to end, fetch wait} of each round with both
+        for (int round = 0; round < o.rounds; round++) {
+            List<String> order = new ArrayList<>(o.backends);
+            if (round % 2 == 1) {
+                java.util.Collections.reverse(order);
+            }
+            Map<String, List<Iteration>> thisRound = new LinkedHashMap<>();
+            for (String backend : order) {
+                List<Iteration> its = runBackend(backend, round);
+                thisRound.put(backend, its);
+                results.computeIfAbsent(backend, k -> new ArrayList<>()).addAll(its);
+            }
+            if (thisRound.containsKey("sort") && thisRound.containsKey("ucx4j")) {
+                roundRatios.add(new double[] {wall(thisRound.get("sort")) / wall(thisRound.get("ucx4j")),
+                        fetchWait(thisRound.get("sort")) / fetchWait(thisRound.get("ucx4j"))});
+            }
         }
         if (results.containsKey("sort") && results.containsKey("ucx4j")) {
-            double wallSort = median(results.get("sort").stream().mapToDouble(Iteration::wallS).toArray());
-            double wallUcx = median(results.get("ucx4j").stream().mapToDouble(Iteration::wallS).toArray());
-            double waitSort = median(results.get("sort").stream().mapToDouble(i -> i.totals().fetchWaitMs).toArray());
-            double waitUcx = median(results.get("ucx4j").stream().mapToDouble(i -> i.totals().fetchWaitMs).toArray());
+            double wallSort = wall(results.get("sort"));
+            double wallUcx = wall(results.get("ucx4j"));
+            double waitSort = fetchWait(results.get("sort"));
+            double waitUcx = fetchWait(results.get("ucx4j"));
             System.out.println("=====");
             System.out.printf(Locale.ROOT, "%-18s | end to end %.2fx (%.2f s vs %.2f s) | fetch wait %s (%.0f ms vs"
                     + " %.0f ms)%n", "built-in / ucx4j", wallSort / wallUcx, wallSort, wallUcx,
                     waitUcx == 0 ? "-" : String.format(Locale.ROOT, "%.2fx", waitSort / waitUcx), waitSort, waitUcx);
-            System.out.println("(medians; above 1x means ucx4j is faster / waits less)");
+            for (int r = 0; r < roundRatios.size(); r++) {
+                List<String> order = new ArrayList<>(o.backends);
+                if (r % 2 == 1) {
+                    java.util.Collections.reverse(order);
+                }
+                System.out.printf(Locale.ROOT, "%-18s | end to end %.2fx | fetch wait %.2fx   (%s)%n", "  round " + (r + 1),
+                        roundRatios.get(r)[0], roundRatios.get(r)[1], String.join(" then ", order));
+            }
+            System.out.println("(medians of every timed iteration; above 1x means ucx4j is faster / waits less)");
         }
         o.writeJson(json);
         return 0;
     }
 
-    private List<Iteration> runBackend(String backend) throws Exception {
+    private static double wall(List<Iteration> its) {
+        return median(its.stream().mapToDouble(Iteration::wallS).toArray());
+    }
+
+    private static double fetchWait(List<Iteration> its) {
+        return median(its.stream().mapToDouble(i -> i.totals().fetchWaitMs).toArray());
+    }
+
+    private List<Iteration> runBackend(String backend, int round) throws Exception {
         String master = "local-cluster[" + o.executors + ",1," + o.executorMemoryMb + "]";
         SparkConf conf = new SparkConf().setMaster(master).setAppName("ucx4j spark-join " + backend)
                 .set("spark.executor.memory", o.executorMemoryMb + "m")
@@ -149,7 +179,7 @@ final class SparkJoinDriver {
                 spark.sparkContext().listenerBus().waitUntilEmpty();
                 Totals t = listener.snapshotAndReset();
                 its.add(new Iteration(wall, t));
-                json.add(SparkJoinBench.row("backend", backend, "iteration", i, "wall_s", wall,
+                json.add(SparkJoinBench.row("backend", backend, "round", round, "iteration", i, "wall_s", wall,
                         "throughput_mbps", processed / wall / 1e6, "rows_per_partition", o.rowsPerPartition,
                         "partitions", o.partitions, "frac_match", o.fracMatch, "matched_rows", matched,
                         "data_processed_bytes", (long) processed, "shuffle_bytes_written", t.written,
@@ -157,18 +187,19 @@ final class SparkJoinDriver {
                         "shuffle_write_ms", t.writeNs / 1_000_000, "task_run_ms", t.runMs,
                         "task_cpu_ms", t.cpuNs / 1_000_000, "gc_ms", t.gcMs, "task_serde_ms", t.serdeMs));
             }
-            print(backend, master, processed, matched, warm, its, backend.equals("ucx4j") ? UcxShuffleManager.clusterTraffic(spark.sparkContext()) : null);
+            print(backend, round, master, processed, matched, warm, its, backend.equals("ucx4j") ? UcxShuffleManager.clusterTraffic(spark.sparkContext()) : null);
             return its;
         } finally {
             spark.stop();
         }
     }
 
-    private void print(String backend, String master, double processed, long matched, List<Iteration> warm,
+    private void print(String backend, int round, String master, double processed, long matched, List<Iteration> warm,
             List<Iteration> its, List<PeerTraffic> traffic) {
         Totals first = its.get(0).totals();
         System.out.println();
-        System.out.println("Spark join benchmark (" + LocalDate.now() + ")");
+        System.out.println("Spark join benchmark (" + LocalDate.now() + ", round " + (round + 1) + " of " + o.rounds
+                + ")");
         System.out.println("-----");
         line("backend", backend.equals("ucx4j") ? "spark + ucx4j (" + UcxShuffleManager.class.getSimpleName() + ")"
                 : "spark built-in (sort shuffle, Netty)");
