@@ -187,7 +187,15 @@ final class SparkJoinDriver {
                         "shuffle_write_ms", t.writeNs / 1_000_000, "task_run_ms", t.runMs,
                         "task_cpu_ms", t.cpuNs / 1_000_000, "gc_ms", t.gcMs, "task_serde_ms", t.serdeMs));
             }
-            print(backend, round, master, processed, matched, warm, its, backend.equals("ucx4j") ? UcxShuffleManager.clusterTraffic(spark.sparkContext()) : null);
+            List<ExecutorCpu> cpu = ExecutorProbe.onEach(spark.sparkContext(), ExecutorCpu::local);
+            for (ExecutorCpu c : cpu) {
+                json.add(SparkJoinBench.row("backend", backend, "round", round, "executor", c.executor(),
+                        "executor_cpu_s", c.totalS(), "task_threads_cpu_s", c.tasksS(),
+                        "shuffle_network_threads_cpu_s", c.networkS(), "virtual_thread_carriers_cpu_s", c.carriersS(),
+                        "other_java_threads_cpu_s", c.otherS()));
+            }
+            print(backend, round, master, processed, matched, warm, its,
+                    backend.equals("ucx4j") ? UcxShuffleManager.clusterTraffic(spark.sparkContext()) : null, cpu);
             return its;
         } finally {
             spark.stop();
@@ -195,7 +203,7 @@ final class SparkJoinDriver {
     }
 
     private void print(String backend, int round, String master, double processed, long matched, List<Iteration> warm,
-            List<Iteration> its, List<PeerTraffic> traffic) {
+            List<Iteration> its, List<PeerTraffic> traffic, List<ExecutorCpu> cpu) {
         Totals first = its.get(0).totals();
         System.out.println();
         System.out.println("Spark join benchmark (" + LocalDate.now() + ", round " + (round + 1) + " of " + o.rounds
@@ -255,6 +263,18 @@ final class SparkJoinDriver {
                     "%.2f s | %.2f s | %.2f s | %.2f s | %.2f s (%.2f s)", t.fetchWaitMs / 1e3, t.writeNs / 1e9,
                     t.gcMs / 1e3, t.serdeMs / 1e3, t.runMs / 1e3, t.cpuNs / 1e9));
         }
+        System.out.println("=====");
+        line("executor CPU", "total | task threads | shuffle networking | virtual-thread carriers | other Java "
+                + "threads   [s, since the executor started: warm-up and timed runs]");
+        System.out.println("-----");
+        for (ExecutorCpu c : cpu) {
+            line(c.executor(), String.format(Locale.ROOT, "%.1f s | %.1f s | %.1f s (%.1f %%) | %.1f s | %.1f s",
+                    c.totalS(), c.tasksS(), c.networkS(), 100 * c.networkS() / c.totalS(), c.carriersS(),
+                    c.otherS()));
+        }
+        line("", (backend.equals("ucx4j") ? "shuffle networking: ucx4j's progress thread (its block server and "
+                + "readers run on virtual threads: carriers)" : "shuffle networking: Netty's shuffle-client and "
+                + "shuffle-server threads") + "; the total's rest: JIT compiler and GC threads");
     }
 
     /** key, an int64 payload (as in the seed), and the optional padding column. */
