@@ -147,12 +147,14 @@ public final class Endpoint implements AutoCloseable {
     private Op startTagSend(MemorySegment seg, long wireTag, boolean blocking) {
         ucx.checkOpen();
         boolean borrowed = engine.enterCall(core, blocking);
+        Op op = null;
         try {
             Op now = engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag, blocking);
-            return now == Engine.SENT ? now : now != null ? kept(now, seg) // in flight after all
+            op = now == Engine.SENT ? now : now != null ? kept(now, seg) // in flight after all
                     : submitted(kept(engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, blocking), seg));
+            return op;
         } finally {
-            engine.leaveCall(borrowed);
+            engine.leaveCall(borrowed, blocking && op != Engine.SENT ? op : null); // it waits for op next
         }
     }
 
@@ -318,12 +320,14 @@ public final class Endpoint implements AutoCloseable {
     private Op startStreamSend(MemorySegment seg, boolean blocking) {
         ucx.checkOpen();
         boolean borrowed = engine.enterCall(core, blocking);
+        Op op = null;
         try {
             Op now = engine.streamSendNow(core, seg.address(), seg.byteSize(), blocking);
-            return now == Engine.SENT ? now : now != null ? kept(now, seg) // in flight after all
+            op = now == Engine.SENT ? now : now != null ? kept(now, seg) // in flight after all
                     : submitted(kept(engine.streamSend(core, seg.address(), seg.byteSize(), 0, blocking), seg));
+            return op;
         } finally {
-            engine.leaveCall(borrowed);
+            engine.leaveCall(borrowed, blocking && op != Engine.SENT ? op : null); // it waits for op next
         }
     }
 
@@ -426,12 +430,14 @@ public final class Endpoint implements AutoCloseable {
         Objects.requireNonNull(payload, "payload");
         ucx.checkOpen();
         boolean borrowed = engine.enterCall(core, blocking);
+        Op op = null;
         try {
             Op now = engine.amSendNow(core, header, payload, blocking);
-            return now == Engine.SENT ? now : now != null ? kept(now, payload) : submitted(amOp(header, payload,
+            op = now == Engine.SENT ? now : now != null ? kept(now, payload) : submitted(amOp(header, payload,
                     blocking));
+            return op;
         } finally {
-            engine.leaveCall(borrowed);
+            engine.leaveCall(borrowed, blocking && op != Engine.SENT ? op : null); // it waits for op next
         }
     }
 
@@ -676,13 +682,15 @@ public final class Endpoint implements AutoCloseable {
         long rkey = rkeyFor(key, remoteOffset, seg);
         long remote = key.remoteAddress() + remoteOffset;
         boolean borrowed = engine.enterCall(core, blocking);
+        Op op = null;
         try {
             Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
-            return now == Engine.SENT ? now : now != null ? kept(now, seg)
+            op = now == Engine.SENT ? now : now != null ? kept(now, seg)
                     : submitted(kept(engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking),
                             seg));
+            return op;
         } finally {
-            engine.leaveCall(borrowed);
+            engine.leaveCall(borrowed, blocking && op != Engine.SENT ? op : null); // it waits for op next
         }
     }
 

@@ -369,10 +369,13 @@ public final class Engine {
         return Thread.currentThread() != owner && (blocking ? borrowFor(ep) : borrowIdleFor(ep));
     }
 
-    /** Closes a call {@link #enterCall} opened. */
-    public void leaveCall(boolean borrowed) {
+    /**
+     * Closes a call {@link #enterCall} opened; {@code next}: the operation a blocking call waits for next (it then
+     * borrows the worker again at once, see {@link #giveBack(Op)}), else null.
+     */
+    public void leaveCall(boolean borrowed, Op next) {
         if (borrowed) {
-            giveBack();
+            giveBack(next);
         }
     }
 
@@ -919,7 +922,7 @@ public final class Engine {
     /**
      * The owner thread takes the next message of {@code kind} from the inbox while it progresses the worker, with
      * no future. A borrower ({@code borrowed}) gives up after {@link #borrowerIdleLimit} idle duty cycles (null), as
-     * {@link #drive} does.
+     * {@link #driveUntil} does.
      */
     private AmData takeDriving(EndpointCore ep, byte kind, long timeoutNanos, long deadline, String what,
             boolean borrowed) {
@@ -1416,8 +1419,8 @@ public final class Engine {
 
     /**
      * The one loop of a thread that drives the worker while it waits (the caller-mode owner, or a borrower): until
-     * {@code op} is done (or, when it is null, {@code f}), checking every 64 turns the deadline ({@code TIMED}) and
-     * the interrupt flag ({@code INTERRUPTIBLE}, left set); {@code STOPS}: until the worker is closing; a
+     * {@code op} is done (or, when it is null, {@code f}), checking every 64 turns (every turn in BLOCKING mode) the
+     * deadline ({@code TIMED}) and the interrupt flag ({@code INTERRUPTIBLE}, left set); {@code STOPS}: until the worker is closing; a
      * {@code BORROWED} worker is left after {@link #borrowerIdleLimit} idle turns ({@link #IDLED}), where the
      * owner idles the mode's way instead ({@link #idleStep}). Returns why it stopped.
      */
@@ -1432,12 +1435,14 @@ public final class Engine {
             if ((flags & STOPS) != 0 && stopRequested) {
                 return STOPPED;
             }
-            if ((turns & 63) == 0) {
-                if ((flags & INTERRUPTIBLE) != 0 && Thread.currentThread().isInterrupted()) {
-                    return INTERRUPTED;
-                }
+            // every 64 turns; every turn in BLOCKING mode, where an idle turn is a nap of up to 10 ms. The deadline
+            // first: a wait that timed out and was interrupted at once reports the timeout
+            if ((turns & 63) == 0 || mode == ProgressMode.BLOCKING) {
                 if ((flags & TIMED) != 0 && System.nanoTime() - deadline >= 0) {
                     return DEADLINE;
+                }
+                if ((flags & INTERRUPTIBLE) != 0 && Thread.currentThread().isInterrupted()) {
+                    return INTERRUPTED;
                 }
             }
             if (progressOnce() == 0) {
@@ -1459,9 +1464,18 @@ public final class Engine {
 
     /** The borrower hands the worker back; the progress thread resumes if anything may need it. */
     private void giveBack() {
+        giveBack(null);
+    }
+
+    /**
+     * {@link #giveBack()} by a thread that goes on to wait for {@code next} (a blocking call whose operation it
+     * posted): while that is in flight, the thread borrows the worker again at once and progresses whatever else is
+     * in flight too, so operations in flight alone do not wake the progress thread.
+     */
+    private void giveBack(Op next) {
         // decided while this thread still owns the worker's state: operations in flight (another thread's, or UCX's
         // own) complete only while someone progresses
-        boolean wanted = !deferred.isEmpty() || slots.anyTaken();
+        boolean wanted = !deferred.isEmpty() || slots.anyTaken() && (next == null || next.done);
         OWNER.setRelease(this, progressThread);
         if (borrower.getPlain() == Thread.currentThread()) { // this loan was handed over (see borrow)
             borrower.setRelease(null);
@@ -1623,6 +1637,10 @@ public final class Engine {
     }
 
     private void post(Op op) {
+        Thread me = Thread.currentThread();
+        if (TestHooks.lastPoster != me) { // for tests; written only when it changes
+            TestHooks.lastPoster = me;
+        }
         if (op.length >= PeerStats.LARGE) {
             op.startedAt = System.nanoTime();
         }

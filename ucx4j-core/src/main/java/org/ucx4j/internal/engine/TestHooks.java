@@ -23,4 +23,15 @@ public final class TestHooks {
     public static void clearLastBorrower() {
         lastBorrower = null;
     }
+
+    /** The thread that last posted an operation to UCX (any engine); written only when it changes. */
+    static Thread lastPoster; // plain, as lastBorrower
+
+    public static Thread lastPoster() {
+        return lastPoster;
+    }
+
+    public static void clearLastPoster() {
+        lastPoster = null;
+    }
 }

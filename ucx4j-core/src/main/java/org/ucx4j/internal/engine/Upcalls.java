@@ -24,7 +24,7 @@ import org.ucx4j.internal.ffi.Ucp;
  * never throw into native code.
  */
 final class Upcalls {
-    private static final Logger LOG = LoggerFactory.getLogger(Upcalls.class);
+    private static final Logger LOG = LoggerFactory.getLogger(Engine.class); // the engine's failures, as before
 
     static final MemorySegment SEND = stub("onSend", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_INT, JAVA_LONG));
     static final MemorySegment TAG_RECV = stub("onTagRecv",
