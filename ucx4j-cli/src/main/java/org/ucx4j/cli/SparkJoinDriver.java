@@ -79,9 +79,13 @@ final class SparkJoinDriver {
     record Iteration(double wallS, Totals totals) {
     }
 
+    /** One round's order of backends and its ratios (built-in ÷ ucx4j). */
+    record Round(List<String> order, double endToEnd, double fetchWait) {
+    }
+
     int run() throws Exception {
         Map<String, List<Iteration>> results = new LinkedHashMap<>();
-        List<double[]> roundRatios = new ArrayList<>(); // {end to end, fetch wait} of each round with both
+        List<Round> rounds = new ArrayList<>(); // each round that ran both backends
         for (int round = 0; round < o.rounds; round++) {
             List<String> order = new ArrayList<>(o.backends);
             if (round % 2 == 1) {
@@ -94,8 +98,8 @@ final class SparkJoinDriver {
                 results.computeIfAbsent(backend, k -> new ArrayList<>()).addAll(its);
             }
             if (thisRound.containsKey("sort") && thisRound.containsKey("ucx4j")) {
-                roundRatios.add(new double[] {wall(thisRound.get("sort")) / wall(thisRound.get("ucx4j")),
-                        fetchWait(thisRound.get("sort")) / fetchWait(thisRound.get("ucx4j"))});
+                rounds.add(new Round(order, wall(thisRound.get("sort")) / wall(thisRound.get("ucx4j")),
+                        fetchWait(thisRound.get("sort")) / fetchWait(thisRound.get("ucx4j"))));
             }
         }
         if (results.containsKey("sort") && results.containsKey("ucx4j")) {
@@ -107,13 +111,10 @@ final class SparkJoinDriver {
             System.out.printf(Locale.ROOT, "%-18s | end to end %.2fx (%.2f s vs %.2f s) | fetch wait %s (%.0f ms vs"
                     + " %.0f ms)%n", "built-in / ucx4j", wallSort / wallUcx, wallSort, wallUcx,
                     waitUcx == 0 ? "-" : String.format(Locale.ROOT, "%.2fx", waitSort / waitUcx), waitSort, waitUcx);
-            for (int r = 0; r < roundRatios.size(); r++) {
-                List<String> order = new ArrayList<>(o.backends);
-                if (r % 2 == 1) {
-                    java.util.Collections.reverse(order);
-                }
-                System.out.printf(Locale.ROOT, "%-18s | end to end %.2fx | fetch wait %.2fx   (%s)%n", "  round " + (r + 1),
-                        roundRatios.get(r)[0], roundRatios.get(r)[1], String.join(" then ", order));
+            for (int r = 0; r < rounds.size(); r++) {
+                Round round = rounds.get(r);
+                System.out.printf(Locale.ROOT, "%-18s | end to end %.2fx | fetch wait %.2fx   (%s)%n",
+                        "  round " + (r + 1), round.endToEnd(), round.fetchWait(), String.join(" then ", round.order()));
             }
             System.out.println("(medians of every timed iteration; above 1x means ucx4j is faster / waits less)");
         }

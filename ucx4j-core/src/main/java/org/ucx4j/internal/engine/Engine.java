@@ -1420,9 +1420,9 @@ public final class Engine {
     /**
      * The one loop of a thread that drives the worker while it waits (the caller-mode owner, or a borrower): until
      * {@code op} is done (or, when it is null, {@code f}), checking every 64 turns (every turn in BLOCKING mode) the
-     * deadline ({@code TIMED}) and the interrupt flag ({@code INTERRUPTIBLE}, left set); {@code STOPS}: until the worker is closing; a
-     * {@code BORROWED} worker is left after {@link #borrowerIdleLimit} idle turns ({@link #IDLED}), where the
-     * owner idles the mode's way instead ({@link #idleStep}). Returns why it stopped.
+     * deadline ({@code TIMED}) and the interrupt flag ({@code INTERRUPTIBLE}, left set); {@code STOPS}: until the
+     * worker is closing; a {@code BORROWED} worker is left after {@link #borrowerIdleLimit} idle turns
+     * ({@link #IDLED}), where the owner idles the mode's way instead ({@link #idleStep}). Returns why it stopped.
      */
     private int driveUntil(Op op, SafeFuture<?> f, long deadline, int flags) {
         boolean borrowed = (flags & BORROWED) != 0;
