@@ -24,7 +24,7 @@ public final class TestHooks {
         lastBorrower = null;
     }
 
-    /** The thread that last posted an operation to UCX (any engine); written only when it changes. */
+    /** The thread other than a progress thread that last posted an operation to UCX (any engine); written on change. */
     static Thread lastPoster; // plain, as lastBorrower
 
     public static Thread lastPoster() {
