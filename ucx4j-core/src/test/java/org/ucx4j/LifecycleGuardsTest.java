@@ -41,6 +41,19 @@ class LifecycleGuardsTest {
     }
 
     @Test
+    void closingNeverWakesAWorkerThatIsAlreadyDestroyed() throws Exception {
+        // another process: the wake of a destroyed worker reads freed memory and writes to a closed descriptor.
+        // There the worker's thread destroys the worker between the closer's stop request and its wake-up call,
+        // then files take the worker's old descriptors; a stray wake-up lands in one of them (or UCX logs EBADF)
+        try (Peer p = Peer.start("close-wake-race")) {
+            java.util.List<String> out = p.awaitExit();
+            assertTrue(out.contains("WRITTEN 0"), "no byte landed in a reused descriptor: " + out);
+            assertFalse(out.stream().anyMatch(l -> l.contains("UCX  ERROR")), "UCX reported no error: " + out);
+            assertEquals(0, p.process.exitValue(), "exit status");
+        }
+    }
+
+    @Test
     void closingTheWorkerReleasesEndpointsStillOpen() throws Exception {
         CompletableFuture<Throwable> cause = new CompletableFuture<>();
         AtomicInteger calls = new AtomicInteger();

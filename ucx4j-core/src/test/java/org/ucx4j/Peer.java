@@ -67,6 +67,25 @@ final class Peer implements AutoCloseable {
         return s;
     }
 
+    /** Reads stdout until the process exits (bounded); returns every line. */
+    List<String> awaitExit() throws Exception {
+        CompletableFuture<List<String>> f = CompletableFuture.supplyAsync(() -> {
+            List<String> lines = new ArrayList<>();
+            try {
+                String line;
+                while ((line = out.readLine()) != null) {
+                    lines.add(line);
+                }
+            } catch (IOException e) {
+                throw new RuntimeException(e);
+            }
+            return lines;
+        });
+        List<String> lines = f.get(60, TimeUnit.SECONDS);
+        process.waitFor(30, TimeUnit.SECONDS);
+        return lines;
+    }
+
     void kill() throws InterruptedException {
         process.destroyForcibly(); // SIGKILL on Unix
         process.waitFor(30, TimeUnit.SECONDS);

@@ -17,6 +17,7 @@ public final class PeerMain {
                 System.out.println("AVAILABLE " + Ucx.isAvailable());
                 System.out.println("CAUSE " + Ucx.unavailabilityCause());
             }
+            case "close-wake-race" -> closeWakeRace(opts);
             case "serve-echo" -> {
                 try (Ucx ucx = Ucx.open(opts); Listener l = ucx.listen(0, PeerMain::echo)) {
                     System.out.println("PORT " + l.port());
@@ -128,6 +129,36 @@ public final class PeerMain {
     }
 
     /** Echo protocol: an 8-byte length with tag 1, then the payload with tag 2, which is sent back with tag 2. */
+    /**
+     * Closes a {@code Ucx} whose worker's thread destroys the worker while the closing thread is about to wake it,
+     * then opens files, which take the lowest free descriptors (the worker's closed ones among them). Prints how
+     * many bytes landed in them: a wake of the destroyed worker writes to its old event descriptor.
+     */
+    private static void closeWakeRace(UcxOptions opts) throws Exception {
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("ucx4j-wake-race");
+        java.util.List<java.nio.channels.FileChannel> files = new java.util.ArrayList<>();
+        org.ucx4j.internal.engine.TestHooks.beforeShutdownWake(destroyed -> {
+            try {
+                destroyed.get(10, java.util.concurrent.TimeUnit.SECONDS);
+                for (int i = 0; i < 64; i++) {
+                    files.add(java.nio.channels.FileChannel.open(dir.resolve("f" + i),
+                            java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.WRITE));
+                }
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        Ucx ucx = Ucx.open(opts.withProgressMode(ProgressMode.POLLING));
+        ucx.close();
+        long written = 0;
+        for (java.nio.channels.FileChannel f : files) {
+            written += f.size();
+            f.close();
+        }
+        System.out.println("WRITTEN " + written);
+        System.out.flush();
+    }
+
     static void echo(Endpoint ep) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment header = arena.allocate(8);

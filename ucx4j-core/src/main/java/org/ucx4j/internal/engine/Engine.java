@@ -71,6 +71,9 @@ public final class Engine {
     final long worker;
     private final OpQueue queue = new OpQueue();
     private volatile boolean sleeping;
+    /** Threads inside {@link #wake}; the worker is destroyed only once none is and no new one can signal it. */
+    private final java.util.concurrent.atomic.AtomicInteger waking = new java.util.concurrent.atomic.AtomicInteger();
+    private volatile boolean wakesClosed;
     volatile boolean stopRequested;
     private volatile boolean terminated;
     private final SafeFuture<Void> terminatedFuture;
@@ -1064,7 +1067,7 @@ public final class Engine {
             }
         }
         if (sleeping) {
-            Ucp.workerSignal(worker);
+            wake();
         } else if (!op.blocking && lend.get() == RETURNED) {
             // parked after a loan: nobody drives the worker now. Not for a blocking op: its thread borrows the
             // worker next and posts it itself (or another borrower, which hands back to the progress thread when
@@ -1265,7 +1268,7 @@ public final class Engine {
             queue.offer(op);
         }
         if (sleeping) {
-            Ucp.workerSignal(worker);
+            wake();
         }
     }
 
@@ -1367,7 +1370,7 @@ public final class Engine {
             return false;
         }
         if (sleeping) {
-            Ucp.workerSignal(worker); // out of its nap, to hand over
+            wake(); // out of its nap, to hand over
         }
         // the progress thread hands over at the top of its next duty cycle and then unparks this thread: a short
         // spin, then park, so that a waiter spinning on a busy machine does not keep it off the CPU
@@ -1597,6 +1600,29 @@ public final class Engine {
 
     /** Stands for "a caller waits here" in {@link #idleStep}: naps stay short, so deadlines and interrupts count. */
     private static final Op WAITING = new Op((Executor) null);
+
+    /**
+     * Wakes the worker's thread out of its event-fd nap ({@code ucp_worker_signal}), from any thread; never once the
+     * worker is being destroyed (the signal would read freed memory and write to a closed, maybe reused, descriptor).
+     */
+    private void wake() {
+        waking.getAndIncrement(); // a full fence: either closeWakes sees this thread, or this thread sees the flag
+        try {
+            if (!wakesClosed) {
+                Ucp.workerSignal(worker);
+            }
+        } finally {
+            waking.getAndDecrement();
+        }
+    }
+
+    /** Before the worker is destroyed: later {@link #wake}s do nothing, and the ones under way finish first. */
+    private void closeWakes() {
+        wakesClosed = true;
+        while (waking.get() != 0) {
+            Thread.onSpinWait();
+        }
+    }
 
     private void sleep(Op waitingFor) {
         sleeping = true;
@@ -2499,7 +2525,7 @@ public final class Engine {
         if (Thread.currentThread() == owner) {
             stopRequested = true;
             if (sleeping) {
-                Ucp.workerSignal(worker);
+                wake();
             }
             if (mode == ProgressMode.CALLER) {
                 shutdownOnOwner();
@@ -2507,7 +2533,11 @@ public final class Engine {
             return;
         }
         stopRequested = true;
-        Ucp.workerSignal(worker);
+        var hook = TestHooks.beforeShutdownWake;
+        if (hook != null) {
+            hook.accept(terminatedFuture);
+        }
+        wake();
         LockSupport.unpark(progressThread); // it may be napping after a loan
         try {
             terminatedFuture.get(timeoutNanos, TimeUnit.NANOSECONDS);
@@ -2595,6 +2625,7 @@ public final class Engine {
             amReceiver.releaseHeld(); // announced by raw peers, never pulled
             registrations.destroyRkeys();
             shmCheck.destroy();
+            closeWakes();
             Ucp.workerDestroy(worker);
             for (long p : stagings) { // UCX can no longer touch the stuck ops' memory
                 Ucp.free(p);

@@ -34,4 +34,14 @@ public final class TestHooks {
     public static void clearLastPoster() {
         lastPoster = null;
     }
+
+    /**
+     * Runs on the thread that closes a worker it does not own, after it has asked the worker's thread to stop and
+     * before it wakes that thread; it is given the future of the worker's destruction (a test waits for it there).
+     */
+    static volatile java.util.function.Consumer<java.util.concurrent.Future<Void>> beforeShutdownWake;
+
+    public static void beforeShutdownWake(java.util.function.Consumer<java.util.concurrent.Future<Void>> hook) {
+        beforeShutdownWake = hook;
+    }
 }
