@@ -17,6 +17,107 @@ class TagsAndConcurrencyTest {
     static final Duration T = Duration.ofSeconds(20);
 
     @Test
+    @org.junit.jupiter.api.Timeout(120)
+    void connectionsSetUpAtOnceInBothDirectionsKeepTheirStreamsAndFailuresApart() throws Exception {
+        // UCX pairs the endpoints two workers create to each other's address by the order they create them: with
+        // connections set up at once (in both directions) each must still get its own pair, or one connection's
+        // stream bytes arrive on another and closing one fails another
+        int connections = 20;
+        for (int round = 0; round < 3; round++) {
+            java.util.Map<Integer, Integer> streamIdByTagId = new java.util.concurrent.ConcurrentHashMap<>();
+            java.util.concurrent.CountDownLatch all = new java.util.concurrent.CountDownLatch(connections);
+            ConnectionHandler serve = ep -> {
+                byte[] byTag = new byte[1], byStream = new byte[1];
+                ep.recv(byTag, 1, T);
+                ep.streamRecv(byStream);
+                streamIdByTagId.put((int) byTag[0], (int) byStream[0]);
+                all.countDown();
+                byte[] ping = new byte[1];
+                while (true) { // echo pings over the stream until the connection ends
+                    ep.streamRecv(ping);
+                    ep.streamSend(ping);
+                }
+            };
+            try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Listener la = a.listen(0, serve);
+                    Listener lb = b.listen(0, serve); Arena arena = Arena.ofShared()) {
+                List<Endpoint> clients = java.util.Collections.synchronizedList(new ArrayList<>());
+                List<Thread> connecting = new ArrayList<>();
+                for (int i = 0; i < connections; i++) {
+                    byte id = (byte) (i + 1);
+                    Ucx from = i % 2 == 0 ? a : b;
+                    int port = i % 2 == 0 ? lb.port() : la.port();
+                    connecting.add(Thread.ofVirtual().start(() -> {
+                        Endpoint ep = from.connect("127.0.0.1", port);
+                        clients.add(ep);
+                        ep.send(new byte[] {id}, 1);
+                        ep.streamSend(new byte[] {id});
+                    }));
+                }
+                for (Thread t : connecting) {
+                    t.join();
+                }
+                all.await(20, TimeUnit.SECONDS);
+                for (var e : streamIdByTagId.entrySet()) {
+                    assertEquals(e.getKey(), e.getValue(), "connection " + e.getKey() + "'s stream bytes arrived on "
+                            + "connection " + e.getValue());
+                }
+                assertEquals(connections, streamIdByTagId.size(), "every connection identified itself");
+                // closing half the connections leaves the others alive, their streams still their own
+                List<Endpoint> kept = new ArrayList<>();
+                for (int i = 0; i < clients.size(); i++) {
+                    if (i % 2 == 0) {
+                        clients.get(i).close();
+                    } else {
+                        kept.add(clients.get(i));
+                    }
+                }
+                Thread.sleep(200); // a crossed pair's failure would reach the other connection meanwhile
+                MemorySegment pong = arena.allocate(1);
+                for (Endpoint ep : kept) {
+                    assertTrue(ep.isAlive(), ep + " is alive after other connections closed");
+                    pong.set(ValueLayout.JAVA_BYTE, 0, (byte) 0);
+                    ep.streamSend(new byte[] {42});
+                    assertEquals(1, ep.streamRecv(pong, T));
+                    assertEquals(42, pong.get(ValueLayout.JAVA_BYTE, 0));
+                }
+            }
+        }
+    }
+
+    @Test
+    @org.junit.jupiter.api.Timeout(120)
+    void connectionsLostBeforeTheirEndpointNumberArrivedLeaveLaterOnesPaired() throws Exception {
+        // the side that creates its UCX endpoint first (the pair's arbiter) loses two connections right after it:
+        // the other side never learns those endpoints' numbers and must fill them, or it pairs later connections
+        // with the dead endpoints (their streams never arrive) or waits for the numbers forever
+        ConnectionHandler echo = ep -> {
+            byte[] b = new byte[1];
+            while (true) {
+                ep.streamRecv(b);
+                ep.streamSend(b);
+            }
+        };
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Listener la = a.listen(0, echo); Listener lb = b.listen(0, echo);
+                Arena arena = Arena.ofShared()) {
+            org.ucx4j.internal.engine.TestHooks.dropEndpointNumbers(2);
+            try {
+                assertThrows(UcxException.class, () -> a.connect("127.0.0.1", lb.port(), Duration.ofSeconds(5)));
+                assertThrows(UcxException.class, () -> b.connect("127.0.0.1", la.port(), Duration.ofSeconds(5)));
+            } finally {
+                org.ucx4j.internal.engine.TestHooks.dropEndpointNumbers(0);
+            }
+            MemorySegment pong = arena.allocate(1);
+            for (int i = 0; i < 4; i++) {
+                Endpoint ep = i % 2 == 0 ? a.connect("127.0.0.1", lb.port()) : b.connect("127.0.0.1", la.port());
+                ep.streamSend(new byte[] {(byte) i});
+                assertEquals(1, ep.streamRecv(pong, T), "connection " + i + " answered on its own stream");
+                assertEquals(i, pong.get(ValueLayout.JAVA_BYTE, 0));
+                assertTrue(ep.isAlive());
+            }
+        }
+    }
+
+    @Test
     void tagsSelectMessagesAndTwoEndpointsNeverStealEachOthers() throws Exception {
         try (Ucx server = Ucx.open(); Ucx client = Ucx.open()) {
             List<Endpoint> accepted = java.util.Collections.synchronizedList(new ArrayList<>());

@@ -1,5 +1,6 @@
 package org.ucx4j.internal.engine;
 
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.ConnectException;
@@ -9,6 +10,7 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
+import java.util.Arrays;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -127,28 +129,68 @@ public final class Bootstrap {
         s.setSoTimeout(Math.max(1, millis(deadline - System.nanoTime())));
         Handshake.Peer p = Handshake.run(s, c.client, c.localConnId, engine.workerAddress(), engine.secret,
                 engine.shmSettings, engine.peerErrorHandling, engine.sharedMemoryFailure() != null, c.peer);
-        s.setSoTimeout(0);
         c.peerConnId = p.connId();
         c.peerPid = p.pid();
         c.peerHost = p.host();
         c.control = s;
-        SafeFuture<EndpointCore> attached = engine.attach(c, p.workerAddress());
         try {
-            attached.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-        } catch (TimeoutException e) {
-            engine.abortEndpoint(c);
-            throw e;
+            attachInOrder(engine, c, p, deadline);
+            s.setSoTimeout(0);
+        } catch (Throwable t) {
+            c.abandoned = true;
+            engine.abortEndpoint(c); // created or not: never left open without its connection
+            throw t;
+        }
+        Thread.ofVirtual().name("ucx4j-watch-" + c.peer).start(() -> watch(engine, c, p.in()));
+    }
+
+    /** Creates the UCX endpoint, in the order both sides agree on ({@link EndpointOrder}). */
+    private static void attachInOrder(Engine engine, EndpointCore c, Handshake.Peer p, long deadline)
+            throws Exception {
+        byte[] address = p.workerAddress();
+        int cmp = Arrays.compareUnsigned(engine.workerAddress(), address);
+        if (cmp < 0) { // the arbiter of the pair: create first, then tell the peer the endpoint's number
+            if (p.in().read() != Handshake.READY) {
+                throw new EOFException("handshake cut short");
+            }
+            await(engine.attach(c, address, Engine.NO_TICKET), deadline);
+            if (TestHooks.dropEndpointNumber()) {
+                throw new IOException("connection lost (test hook)");
+            }
+            p.out().writeLong(c.number);
+            p.out().flush();
+        } else if (cmp > 0) { // create in the order of the arbiter's numbers
+            boolean arrived = false;
+            try {
+                await(engine.expectTicket(address), deadline);
+                p.out().writeByte(Handshake.READY);
+                p.out().flush();
+                long number = p.in().readLong();
+                arrived = true;
+                await(engine.attach(c, address, number), deadline);
+            } finally {
+                if (!arrived) {
+                    engine.ticketLost(address);
+                }
+            }
+        } else { // the same worker: UCX connects each endpoint to itself, no pairing
+            await(engine.attach(c, address, Engine.NO_TICKET), deadline);
+        }
+    }
+
+    /** Waits for the owner thread's part of connecting. */
+    private static void await(SafeFuture<?> f, long deadline) throws Exception {
+        try {
+            f.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
         } catch (ExecutionException e) {
             throw e.getCause() instanceof Exception x ? x : e;
         }
-        Thread.ofVirtual().name("ucx4j-watch-" + c.peer).start(() -> watch(engine, c, s));
     }
 
     /** Blocks on the control socket until the peer says goodbye or goes away. */
-    private static void watch(Engine engine, EndpointCore c, Socket s) {
+    private static void watch(Engine engine, EndpointCore c, InputStream in) {
         boolean bye = false;
         try {
-            InputStream in = s.getInputStream();
             int b;
             while ((b = in.read()) >= 0) {
                 if (b == Handshake.BYE) {

@@ -44,6 +44,10 @@ public final class EndpointCore {
     EndpointCore twin;
     /** Stream receives of a loopback end that wait for the other end to open (owner thread; created on need). */
     java.util.ArrayDeque<Op> waitingForTwin;
+    /** This endpoint's number among the UCX endpoints its worker created to the peer worker (owner thread). */
+    long number = -1;
+    /** Its handshake gave up before the endpoint was created (see {@link EndpointOrder}). */
+    volatile boolean abandoned;
     long peerPid;
     String peerHost;
     /** The handshake socket, kept open as the liveness channel (null for raw endpoints). */

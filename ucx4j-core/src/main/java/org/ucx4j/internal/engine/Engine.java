@@ -2111,7 +2111,7 @@ public final class Engine {
     public SafeFuture<EndpointCore> attachRaw(byte[] address) {
         EndpointCore c = newEndpoint(true, "worker-address:" + Integer.toHexString(java.util.Arrays.hashCode(address)));
         c.raw = true;
-        return attach(c, address);
+        return attach(c, address, NO_TICKET);
     }
 
     /** A new endpoint record with a fresh connection id (any thread). */
@@ -2130,40 +2130,103 @@ public final class Engine {
         byConnId.remove(c.localConnId, c);
     }
 
-    /** Creates the UCX endpoint to the peer's worker address (peer error handling as configured); opens {@code c}. */
-    SafeFuture<EndpointCore> attach(EndpointCore c, byte[] peerAddress) {
+    /** {@link #attach}: create the endpoint now (raw endpoints, loopback, and the arbiter's side of a pair). */
+    static final long NO_TICKET = -1;
+
+    /**
+     * Creates the UCX endpoint to the peer's worker address (peer error handling as configured) and opens {@code c}:
+     * at once with {@link #NO_TICKET} (the endpoint's number is then in {@link EndpointCore#number}), else when
+     * {@code ticket} comes up in this worker's {@link EndpointOrder} with the peer.
+     */
+    SafeFuture<EndpointCore> attach(EndpointCore c, byte[] peerAddress, long ticket) {
         SafeFuture<EndpointCore> f = new SafeFuture<>(executor);
         executeFor(f, () -> {
-            long addr = Ucp.malloc(peerAddress.length);
+            EndpointOrder.Ticket t = new EndpointOrder.Ticket(c, peerAddress, f);
+            if (ticket == NO_TICKET) {
+                creator.create(t);
+            } else {
+                order.arrived(ticket, t, creator);
+            }
+        });
+        return f;
+    }
+
+    /** A handshake with the worker at {@code peerAddress} will wait for its ticket (see {@link EndpointOrder}). */
+    SafeFuture<Void> expectTicket(byte[] peerAddress) {
+        SafeFuture<Void> f = new SafeFuture<>(executor);
+        executeFor(f, () -> {
+            order.expect(peerAddress);
+            f.complete(null);
+        });
+        return f;
+    }
+
+    /** A handshake announced with {@link #expectTicket} failed before its ticket arrived. */
+    void ticketLost(byte[] peerAddress) {
+        execute(() -> order.lost(peerAddress, creator));
+    }
+
+    private final EndpointOrder order = new EndpointOrder();
+
+    private final EndpointOrder.Creator creator = new EndpointOrder.Creator() {
+        @Override
+        public void create(EndpointOrder.Ticket t) {
+            EndpointCore c = t.endpoint();
+            if (c.abandoned) { // its handshake gave up waiting: the number is used all the same
+                fill(t.peerAddress());
+                t.future().completeExceptionally(closedError("connect"));
+                return;
+            }
             try {
-                MemorySegment.copy(peerAddress, 0, NativeAccess.view(addr, peerAddress.length), JAVA_BYTE, 0,
-                        peerAddress.length);
-                int slot = allocEndpointSlot(c);
-                epParams.fill((byte) 0);
-                epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
-                        | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-                epParams.set(JAVA_LONG, EP_ADDRESS, addr);
-                epParams.set(JAVA_INT, EP_ERR_MODE,
-                        peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
-                epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Upcalls.EP_ERROR.address());
-                epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, Upcalls.userData(id, slot));
-                int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
-                if (st != Status.OK) {
-                    eps[slot] = null;
-                    throw UcxException.of(st, "create endpoint to " + c.peer);
-                }
-                c.handle = lenOut.get(JAVA_LONG, 0);
-                c.state = EndpointCore.OPEN;
-                if (!c.raw && Arrays.equals(peerAddress, workerAddress)) {
+                createEndpoint(c, t.peerAddress());
+                if (!c.raw && Arrays.equals(t.peerAddress(), workerAddress)) {
                     c.loopback = true;
                     linkLoopback(c);
                 }
-            } finally {
-                Ucp.free(addr);
+                t.future().complete(c);
+            } catch (Throwable e) {
+                t.future().completeExceptionally(e);
             }
-            f.complete(c);
-        });
-        return f;
+        }
+
+        @Override
+        public void fill(byte[] peerAddress) {
+            EndpointCore unused = new EndpointCore(Engine.this, 0, true, "unused endpoint number");
+            try {
+                createEndpoint(unused, peerAddress);
+                abortOnOwner(unused, null);
+            } catch (UcxException e) {
+                LOG.debug("ucx4j: could not fill an unused endpoint number: {}", e.getMessage());
+            }
+        }
+    };
+
+    /** {@code ucp_ep_create} to {@code peerAddress} for {@code c}, counted in {@link #order}; owner thread. */
+    private void createEndpoint(EndpointCore c, byte[] peerAddress) {
+        long addr = Ucp.malloc(peerAddress.length);
+        try {
+            MemorySegment.copy(peerAddress, 0, NativeAccess.view(addr, peerAddress.length), JAVA_BYTE, 0,
+                    peerAddress.length);
+            int slot = allocEndpointSlot(c);
+            epParams.fill((byte) 0);
+            epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
+                    | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+            epParams.set(JAVA_LONG, EP_ADDRESS, addr);
+            epParams.set(JAVA_INT, EP_ERR_MODE,
+                    peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
+            epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Upcalls.EP_ERROR.address());
+            epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, Upcalls.userData(id, slot));
+            c.number = order.next(peerAddress); // UCX numbers the endpoint even if creating it fails
+            int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
+            if (st != Status.OK) {
+                eps[slot] = null;
+                throw UcxException.of(st, "create endpoint to " + c.peer);
+            }
+            c.handle = lenOut.get(JAVA_LONG, 0);
+            c.state = EndpointCore.OPEN;
+        } finally {
+            Ucp.free(addr);
+        }
     }
 
     /** Pairs the two open ends of a loopback connection and starts the stream receives that waited for that. */
@@ -2572,6 +2635,7 @@ public final class Engine {
                     }
                 }
             }
+            order.failPending(t -> t.future().completeExceptionally(closedError("connect")));
             for (ListenerCore l : listeners) {
                 l.close();
             }

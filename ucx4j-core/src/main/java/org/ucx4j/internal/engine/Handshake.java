@@ -24,15 +24,17 @@ import org.ucx4j.internal.ffi.Status;
  *       since UCX would write past the smaller FIFO, and so are two sides that disagree on peer error handling
  *       (UCX does not support endpoints whose error modes differ);
  *   <li>with a shared secret, each side proves it with HMAC-SHA256 over the other's nonce and says OK or REJECT;
- *   <li>only then are the UCX worker addresses exchanged, so an unauthenticated peer never learns ours.
+ *   <li>only then are the UCX worker addresses exchanged, so an unauthenticated peer never learns ours;
+ *   <li>the side whose address is greater sends {@link #READY} once it waits for a ticket; the other (the arbiter of
+ *       the pair) creates its UCX endpoint and answers with that endpoint's number (see {@link EndpointOrder}).
  * </ol>
- * Each side then creates a UCX endpoint to the other's worker address (the path {@code ucx_perftest} takes, which
+ * Each side creates a UCX endpoint to the other's worker address (the path {@code ucx_perftest} takes, which
  * keeps shared memory on the fast path). The socket stays open as the liveness channel: a {@link #BYE} byte
  * announces a graceful close, end-of-stream without it means the peer died.
  */
 final class Handshake {
     static final int MAGIC = 0x55435834; // "UCX4"
-    static final int VERSION = 3;
+    static final int VERSION = 4; // 4: endpoint numbers (EndpointOrder)
     static final int FLAG_SECRET = 1;
     /** The sender's endpoints use no UCX peer error handling (older peers never set it: they always do). */
     static final int FLAG_NO_PEER_ERRORS = 2;
@@ -40,12 +42,12 @@ final class Handshake {
     static final int FLAG_SHM_WEDGED = 4;
     static final int MAX_ADDRESS = 1 << 20;
     static final int NONCE = 16;
-    static final byte OK = 1, REJECT = 2, BYE = 0x42;
+    static final byte OK = 1, REJECT = 2, READY = 3, BYE = 0x42;
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final String LOCAL_HOST = localHost();
 
-    /** What the peer told us. */
-    record Peer(int connId, long pid, String host, byte[] workerAddress) {}
+    /** What the peer told us, and the socket's streams (which may hold bytes the peer sent after the handshake). */
+    record Peer(int connId, long pid, String host, byte[] workerAddress, DataInputStream in, DataOutputStream out) {}
 
     private Handshake() {}
 
@@ -142,7 +144,7 @@ final class Handshake {
         if (address.length != len) {
             throw new EOFException("handshake cut short");
         }
-        return new Peer(peerConnId, pid, host, address);
+        return new Peer(peerConnId, pid, host, address, in, out);
     }
 
     /** HMAC-SHA256 over a role label and both nonces (the verifier's first): no replay, no reflection. */

@@ -44,4 +44,16 @@ public final class TestHooks {
     public static void beforeShutdownWake(java.util.function.Consumer<java.util.concurrent.Future<Void>> hook) {
         beforeShutdownWake = hook;
     }
+
+    /** The arbiter side of the next {@code n} handshakes loses the connection right before it sends the number. */
+    private static final java.util.concurrent.atomic.AtomicInteger dropNumbers =
+            new java.util.concurrent.atomic.AtomicInteger();
+
+    public static void dropEndpointNumbers(int n) {
+        dropNumbers.set(n);
+    }
+
+    static boolean dropEndpointNumber() {
+        return dropNumbers.get() > 0 && dropNumbers.getAndDecrement() > 0;
+    }
 }

@@ -1,0 +1,108 @@
+package org.ucx4j.internal.engine;
+
+import java.nio.ByteBuffer;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.function.Consumer;
+import org.ucx4j.UcxException;
+import org.ucx4j.internal.ffi.Status;
+
+/**
+ * The order in which a worker creates its UCX endpoints to each peer worker (owner thread only).
+ *
+ * <p>UCX pairs the endpoints two workers create to each other's address by order: a worker's k-th endpoint to a peer
+ * worker is wired to the peer's k-th endpoint to it (UCX's per-peer connection sequence number). Connections set up
+ * at the same time between the same two workers, or one that fails after one side created its endpoint, would
+ * otherwise cross: one connection's stream bytes, rendezvous replies and failures would land on another. So, for
+ * each pair of workers, the one with the lower address (the arbiter) creates its endpoint for a connection first and
+ * sends the other its number (the ticket) in the handshake; the other side creates its endpoints in ticket order,
+ * and fills the number of a connection that failed before its ticket arrived with an endpoint it closes at once.
+ * The other side announces each handshake that will wait for a ticket before the arbiter can issue it, so a number
+ * is filled only once no ticket can still arrive for it.
+ */
+final class EndpointOrder {
+    /** A connection waiting for its turn to create its endpoint. */
+    record Ticket(EndpointCore endpoint, byte[] peerAddress, SafeFuture<EndpointCore> future) {}
+
+    /** What the engine does when a number comes up. */
+    interface Creator {
+        /** Creates the ticket's endpoint; calls {@link #next} exactly once. */
+        void create(Ticket t);
+
+        /** Creates an endpoint to {@code peerAddress} and closes it at once; calls {@link #next} exactly once. */
+        void fill(byte[] peerAddress);
+    }
+
+    private static final class Peer {
+        /** Endpoints this worker created to the peer so far: the number UCX gives the next one. */
+        long created;
+        /** Handshakes with the peer that wait for their ticket. */
+        int awaiting;
+        /** Tickets that arrived before their turn. */
+        final TreeMap<Long, Ticket> pending = new TreeMap<>();
+    }
+
+    private final Map<ByteBuffer, Peer> peers = new HashMap<>();
+
+    private Peer peer(byte[] address) {
+        return peers.computeIfAbsent(ByteBuffer.wrap(address.clone()), k -> new Peer());
+    }
+
+    /** Counts an endpoint about to be created to {@code peerAddress} (every path); returns its number. */
+    long next(byte[] peerAddress) {
+        return peer(peerAddress).created++;
+    }
+
+    /** A handshake with the peer will wait for a ticket (announced before the arbiter may issue it). */
+    void expect(byte[] peerAddress) {
+        peer(peerAddress).awaiting++;
+    }
+
+    /** A handshake that waited for a ticket failed before it arrived. */
+    void lost(byte[] peerAddress, Creator creator) {
+        Peer p = peer(peerAddress);
+        p.awaiting--;
+        advance(peerAddress, p, creator);
+    }
+
+    /** Ticket {@code number} arrived for {@code t}: its endpoint is created in turn. */
+    void arrived(long number, Ticket t, Creator creator) {
+        Peer p = peer(t.peerAddress());
+        p.awaiting--;
+        if (number < p.created || p.pending.containsKey(number)) {
+            t.future().completeExceptionally(new UcxException("connection to " + t.endpoint().peer
+                    + " failed: the peer's endpoint number " + number + " is out of step with this side's "
+                    + p.created + " (raw endpoints to the same worker?) (" + Status.name(Status.ERR_INVALID_PARAM)
+                    + ")", Status.ERR_INVALID_PARAM));
+        } else {
+            p.pending.put(number, t);
+        }
+        advance(t.peerAddress(), p, creator);
+    }
+
+    private static void advance(byte[] peerAddress, Peer p, Creator creator) {
+        while (!p.pending.isEmpty()) {
+            long number = p.created;
+            Ticket t = p.pending.remove(number);
+            if (t != null) {
+                creator.create(t);
+            } else if (p.awaiting == 0) {
+                creator.fill(peerAddress); // no handshake can still bring this number: its connection failed
+            } else {
+                return;
+            }
+            if (p.created == number) {
+                p.created++; // a creator that threw before counting: never loop on one number
+            }
+        }
+    }
+
+    /** The worker stops: hands each connection still waiting for its turn to {@code fail}. */
+    void failPending(Consumer<Ticket> fail) {
+        for (Peer p : peers.values()) {
+            p.pending.values().forEach(fail);
+            p.pending.clear();
+        }
+    }
+}
