@@ -18,6 +18,13 @@ final class Data {
         return s;
     }
 
+    /** Writes {@link #pattern}'s bytes into the first {@code size} bytes of {@code s}. */
+    static void fill(MemorySegment s, long size, int seed) {
+        for (long i = 0; i < size; i++) {
+            s.set(ValueLayout.JAVA_BYTE, i, (byte) (i * 31 + seed));
+        }
+    }
+
     static void verify(MemorySegment s, long size, int seed) {
         assertEquals(size, s.byteSize(), "size");
         for (long i = 0; i < size; i++) {
