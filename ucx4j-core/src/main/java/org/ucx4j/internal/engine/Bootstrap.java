@@ -153,12 +153,21 @@ public final class Bootstrap {
             if (p.in().read() != Handshake.READY) {
                 throw new EOFException("handshake cut short");
             }
-            await(engine.attach(c, address, Engine.NO_TICKET), deadline);
+            Exception failed = null;
+            try {
+                await(engine.attach(c, address, Engine.NO_TICKET), deadline);
+            } catch (UcxException e) {
+                failed = e; // the peer still learns the number UCX used, and why
+            }
             if (TestHooks.dropEndpointNumber()) {
                 throw new IOException("connection lost (test hook)");
             }
             p.out().writeLong(c.number);
+            p.out().writeUTF(failed == null ? "" : String.valueOf(failed.getMessage()));
             p.out().flush();
+            if (failed != null) {
+                throw failed;
+            }
         } else if (cmp > 0) { // create in the order of the arbiter's numbers
             boolean arrived = false;
             try {
@@ -166,8 +175,20 @@ public final class Bootstrap {
                 p.out().writeByte(Handshake.READY);
                 p.out().flush();
                 long number = p.in().readLong();
+                String refused = p.in().readUTF();
+                if (number < 0) { // the arbiter failed before UCX numbered anything
+                    throw new UnreachableException("connection to " + c.peer + " failed: the peer could not create "
+                            + "its endpoint: " + refused, Status.ERR_UNREACHABLE);
+                }
                 arrived = true;
+                if (!refused.isEmpty()) {
+                    c.abandoned = true; // the number is used all the same
+                }
                 await(engine.attach(c, address, number), deadline);
+                if (!refused.isEmpty()) {
+                    throw new UnreachableException("connection to " + c.peer + " failed: the peer could not create "
+                            + "its endpoint: " + refused, Status.ERR_UNREACHABLE);
+                }
             } finally {
                 if (!arrived) {
                     engine.ticketLost(address);

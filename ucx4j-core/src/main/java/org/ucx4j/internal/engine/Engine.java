@@ -33,6 +33,7 @@ import org.ucx4j.EndpointClosedException;
 import org.ucx4j.ProgressMode;
 import org.ucx4j.UcxException;
 import org.ucx4j.UcxTimeoutException;
+import org.ucx4j.UnreachableException;
 import org.ucx4j.internal.ffi.NativeAccess;
 import org.ucx4j.internal.ffi.Status;
 import org.ucx4j.internal.ffi.Ucp;
@@ -2201,6 +2202,9 @@ public final class Engine {
         }
     };
 
+    /** UCX's per-peer endpoint numbers are 16 bits, the last one meaning "unnumbered" (refused with streams on). */
+    static final long MAX_ENDPOINTS_PER_PEER = 65535;
+
     /** {@code ucp_ep_create} to {@code peerAddress} for {@code c}, counted in {@link #order}; owner thread. */
     private void createEndpoint(EndpointCore c, byte[] peerAddress) {
         long addr = Ucp.malloc(peerAddress.length);
@@ -2220,6 +2224,12 @@ public final class Engine {
             int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
             if (st != Status.OK) {
                 eps[slot] = null;
+                if (st == Status.ERR_EXCEEDS_LIMIT && c.number >= MAX_ENDPOINTS_PER_PEER) {
+                    throw new UnreachableException("create endpoint to " + c.peer + ": UCX numbers the endpoints "
+                            + "between two workers with 16 bits, and these two have created all "
+                            + MAX_ENDPOINTS_PER_PEER + " over their lifetime; a new Ucx (a new worker) on either "
+                            + "side can connect again (" + Status.name(st) + ")", st);
+                }
                 throw UcxException.of(st, "create endpoint to " + c.peer);
             }
             c.handle = lenOut.get(JAVA_LONG, 0);
