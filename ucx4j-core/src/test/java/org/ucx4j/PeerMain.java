@@ -128,7 +128,6 @@ public final class PeerMain {
         }
     }
 
-    /** Echo protocol: an 8-byte length with tag 1, then the payload with tag 2, which is sent back with tag 2. */
     /**
      * Closes a {@code Ucx} whose worker's thread destroys the worker while the closing thread is about to wake it,
      * then opens files, which take the lowest free descriptors (the worker's closed ones among them). Prints how
@@ -155,10 +154,15 @@ public final class PeerMain {
             written += f.size();
             f.close();
         }
+        for (int i = 0; i < files.size(); i++) {
+            java.nio.file.Files.deleteIfExists(dir.resolve("f" + i));
+        }
+        java.nio.file.Files.deleteIfExists(dir);
         System.out.println("WRITTEN " + written);
         System.out.flush();
     }
 
+    /** Echo protocol: an 8-byte length with tag 1, then the payload with tag 2, which is sent back with tag 2. */
     static void echo(Endpoint ep) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment header = arena.allocate(8);

@@ -177,8 +177,7 @@ public final class Bootstrap {
                 long number = p.in().readLong();
                 String refused = p.in().readUTF();
                 if (number < 0) { // the arbiter failed before UCX numbered anything
-                    throw new UnreachableException("connection to " + c.peer + " failed: the peer could not create "
-                            + "its endpoint: " + refused, Status.ERR_UNREACHABLE);
+                    throw refusedBy(c, refused);
                 }
                 arrived = true;
                 if (!refused.isEmpty()) {
@@ -186,8 +185,7 @@ public final class Bootstrap {
                 }
                 await(engine.attach(c, address, number), deadline);
                 if (!refused.isEmpty()) {
-                    throw new UnreachableException("connection to " + c.peer + " failed: the peer could not create "
-                            + "its endpoint: " + refused, Status.ERR_UNREACHABLE);
+                    throw refusedBy(c, refused);
                 }
             } finally {
                 if (!arrived) {
@@ -197,6 +195,11 @@ public final class Bootstrap {
         } else { // the same worker: UCX connects each endpoint to itself, no pairing
             await(engine.attach(c, address, Engine.NO_TICKET), deadline);
         }
+    }
+
+    private static UnreachableException refusedBy(EndpointCore c, String why) {
+        return new UnreachableException("connection to " + c.peer + " failed: the peer could not create its endpoint: "
+                + why, Status.ERR_UNREACHABLE);
     }
 
     /** Waits for the owner thread's part of connecting. */
