@@ -149,7 +149,9 @@ public final class Bootstrap {
             throws Exception {
         byte[] address = p.workerAddress();
         int cmp = Arrays.compareUnsigned(engine.workerAddress(), address);
+        Socket s = c.control;
         if (cmp < 0) { // the arbiter of the pair: create first, then tell the peer the endpoint's number
+            readTimeout(s, deadline);
             if (p.in().read() != Handshake.READY) {
                 throw new EOFException("handshake cut short");
             }
@@ -174,6 +176,7 @@ public final class Bootstrap {
                 await(engine.expectTicket(address), deadline);
                 p.out().writeByte(Handshake.READY);
                 p.out().flush();
+                readTimeout(s, deadline);
                 long number = p.in().readLong();
                 String refused = p.in().readUTF();
                 if (number < 0) { // the arbiter failed before UCX numbered anything
@@ -183,8 +186,12 @@ public final class Bootstrap {
                 if (!refused.isEmpty()) {
                     c.abandoned = true; // the number is used all the same
                 }
-                await(engine.attach(c, address, number), deadline);
-                if (!refused.isEmpty()) {
+                try {
+                    await(engine.attach(c, address, number), deadline);
+                } catch (UcxException e) {
+                    throw refused.isEmpty() ? e : refusedBy(c, refused);
+                }
+                if (!refused.isEmpty()) { // (the number was filled)
                     throw refusedBy(c, refused);
                 }
             } finally {
@@ -195,6 +202,11 @@ public final class Bootstrap {
         } else { // the same worker: UCX connects each endpoint to itself, no pairing
             await(engine.attach(c, address, Engine.NO_TICKET), deadline);
         }
+    }
+
+    /** Each read of the handshake ends by the connect's deadline, not one full budget per read. */
+    private static void readTimeout(Socket s, long deadline) throws IOException {
+        s.setSoTimeout(millis(deadline - System.nanoTime()));
     }
 
     private static UnreachableException refusedBy(EndpointCore c, String why) {

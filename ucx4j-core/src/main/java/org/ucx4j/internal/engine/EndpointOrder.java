@@ -43,10 +43,19 @@ final class EndpointOrder {
         final TreeMap<Long, Ticket> pending = new TreeMap<>();
     }
 
+    /** By a digest of the peer's worker address (an address can be large; one entry per peer worker, as in UCX). */
     private final Map<ByteBuffer, Peer> peers = new HashMap<>();
 
     private Peer peer(byte[] address) {
-        return peers.computeIfAbsent(ByteBuffer.wrap(address.clone()), k -> new Peer());
+        return peers.computeIfAbsent(ByteBuffer.wrap(digest(address)), k -> new Peer());
+    }
+
+    private static byte[] digest(byte[] address) {
+        try {
+            return java.security.MessageDigest.getInstance("SHA-256").digest(address);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 unavailable", e);
+        }
     }
 
     /** Counts an endpoint about to be created to {@code peerAddress} (every path); returns its number. */
@@ -66,24 +75,35 @@ final class EndpointOrder {
         advance(peerAddress, p, creator);
     }
 
-    /** Ticket {@code number} arrived for {@code t}: its endpoint is created in turn. */
-    void arrived(long number, Ticket t, Creator creator) {
+    /**
+     * Ticket {@code number} arrived for {@code t}: its endpoint is created in turn. A number UCX cannot give
+     * ({@code >= limit}), one this side has passed, or one already waiting fails the connection.
+     */
+    void arrived(long number, long limit, Ticket t, Creator creator) {
         Peer p = peer(t.peerAddress());
         p.awaiting--;
-        if (number < p.created || p.pending.containsKey(number)) {
-            t.future().completeExceptionally(new UcxException("connection to " + t.endpoint().peer
-                    + " failed: the peer's endpoint number " + number + " is out of step with this side's "
-                    + p.created + " (raw endpoints to the same worker?) (" + Status.name(Status.ERR_INVALID_PARAM)
-                    + ")", Status.ERR_INVALID_PARAM));
+        if (number < p.created || number >= limit || p.pending.containsKey(number)) {
+            outOfStep(t, number, p.created);
         } else {
             p.pending.put(number, t);
         }
         advance(t.peerAddress(), p, creator);
     }
 
+    private static void outOfStep(Ticket t, long number, long created) {
+        t.future().completeExceptionally(new UcxException("connection failed: the peer's endpoint number " + number
+                + " is out of step with this side's " + created + " (raw endpoints to the same worker?) ("
+                + Status.name(Status.ERR_INVALID_PARAM) + ")", Status.ERR_INVALID_PARAM));
+    }
+
     private static void advance(byte[] peerAddress, Peer p, Creator creator) {
         while (!p.pending.isEmpty()) {
             long number = p.created;
+            if (p.pending.firstKey() < number) { // passed meanwhile (a raw endpoint to the same worker)
+                Map.Entry<Long, Ticket> stale = p.pending.pollFirstEntry();
+                outOfStep(stale.getValue(), stale.getKey(), number);
+                continue;
+            }
             Ticket t = p.pending.remove(number);
             if (t != null) {
                 creator.create(t);

@@ -2144,9 +2144,13 @@ public final class Engine {
         executeFor(f, () -> {
             EndpointOrder.Ticket t = new EndpointOrder.Ticket(c, peerAddress, f);
             if (ticket == NO_TICKET) {
+                if (stopRequested) { // the worker is closing: no endpoint after its sweep
+                    f.completeExceptionally(closedError("connect"));
+                    return;
+                }
                 creator.create(t);
             } else {
-                order.arrived(ticket, t, creator);
+                order.arrived(ticket, MAX_ENDPOINTS_PER_PEER, t, creator);
             }
         });
         return f;
@@ -2207,6 +2211,7 @@ public final class Engine {
 
     /** {@code ucp_ep_create} to {@code peerAddress} for {@code c}, counted in {@link #order}; owner thread. */
     private void createEndpoint(EndpointCore c, byte[] peerAddress) {
+        c.number = order.next(peerAddress); // first: UCX numbers the endpoint even if creating it fails
         long addr = Ucp.malloc(peerAddress.length);
         try {
             MemorySegment.copy(peerAddress, 0, NativeAccess.view(addr, peerAddress.length), JAVA_BYTE, 0,
@@ -2220,7 +2225,6 @@ public final class Engine {
                     peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
             epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Upcalls.EP_ERROR.address());
             epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, Upcalls.userData(id, slot));
-            c.number = order.next(peerAddress); // UCX numbers the endpoint even if creating it fails
             int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
             if (st != Status.OK) {
                 eps[slot] = null;
@@ -2397,7 +2401,7 @@ public final class Engine {
         c.handle = 0;
         java.net.Socket control = c.control;
         Throwable cause = c.closedLocally ? null : c.failure;
-        if (Jfr.AVAILABLE) {
+        if (Jfr.AVAILABLE && c.localConnId != 0) { // 0: an endpoint that only filled a number (EndpointOrder)
             Jfr.CloseEvent ev = new Jfr.CloseEvent();
             if (ev.shouldCommit()) {
                 ev.peer = c.peer;
@@ -2696,6 +2700,7 @@ public final class Engine {
                     in.clear();
                 }
             }
+            order.failPending(t -> t.future().completeExceptionally(closedError("connect"))); // queued meanwhile
             amReceiver.releaseHeld(); // announced by raw peers, never pulled
             registrations.destroyRkeys();
             shmCheck.destroy();
