@@ -38,6 +38,10 @@ class StressTest {
     @ParameterizedTest
     @EnumSource(value = ProgressMode.class, names = {"BACKOFF", "BLOCKING"})
     void randomTrafficClosesAbortsAndInterruptsLoseNothingAndNeverHang(ProgressMode mode) throws Exception {
+        // UCX's TCP transport aborts or crashes the process when a peer hangs up with data still queued for it
+        // (README, Known limits): this test does that on purpose, so it runs where UCX picks shared memory
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "UCX_TLS is set: " + ConfigAndInfoTest.startupEnv("UCX_TLS"));
         List<Throwable> bugs = Collections.synchronizedList(new ArrayList<>());
         AtomicLong exchanges = new AtomicLong();
         AtomicBoolean stop = new AtomicBoolean();
