@@ -658,8 +658,9 @@ public final class Engine {
                 Thread.onSpinWait(); // another thread is half-way through an offer: its op (or one before) is next
                 continue;
             }
-            op.clearQueued();
-            dispatch(op);
+            if (op.claimQueued()) { // else its waiter took it back (withdraw) and finishes it itself
+                dispatch(op);
+            }
         }
         return queue.isEmpty();
     }
@@ -1546,8 +1547,9 @@ public final class Engine {
         int work = 0;
         Op op;
         while (work < 256 && (op = queue.poll()) != null) {
-            op.clearQueued();
-            dispatch(op);
+            if (op.claimQueued()) { // else its waiter took it back (withdraw) and finishes it itself
+                dispatch(op);
+            }
             work++;
         }
         int events;
@@ -2639,8 +2641,7 @@ public final class Engine {
             // commands still queued fail as closed
             Op op;
             while ((op = queue.poll()) != null) {
-                op.clearQueued();
-                if (!op.done && op.request == 0) {
+                if (op.claimQueued() && !op.done && op.request == 0) {
                     if (op.kind == Op.TASK) {
                         runTask(op);
                     } else {

@@ -174,14 +174,13 @@ public final class Op extends EngineFuture<Long> {
         return QUEUED.compareAndSet(this, 0, 1);
     }
 
-    /** Takes a queued op out of the queue's hands: true for exactly one caller (the owner's last drain, or the
-     * submitter that finds the worker gone). */
+    /**
+     * Takes a queued op out of the queue's hands: true for exactly one caller — the owner thread that polls it (and
+     * then dispatches it), the waiter that withdraws it first (a timeout or an interrupt: the owner then skips it),
+     * or the submitter that finds the worker gone.
+     */
     boolean claimQueued() {
         return QUEUED.compareAndSet(this, 1, 0);
-    }
-
-    void clearQueued() {
-        QUEUED.setVolatile(this, 0);
     }
 
     /** Runs on the owner thread when the operation ends, with either a length or an error. */
