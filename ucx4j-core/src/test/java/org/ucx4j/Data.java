@@ -12,9 +12,7 @@ final class Data {
 
     static MemorySegment pattern(Arena arena, long size, int seed) {
         MemorySegment s = arena.allocate(Math.max(1, size)).asSlice(0, size);
-        for (long i = 0; i < size; i++) {
-            s.set(ValueLayout.JAVA_BYTE, i, (byte) (i * 31 + seed));
-        }
+        fill(s, size, seed);
         return s;
     }
 

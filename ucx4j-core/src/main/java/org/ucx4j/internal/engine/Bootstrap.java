@@ -189,9 +189,11 @@ public final class Bootstrap {
                 try {
                     await(engine.attach(c, address, number), deadline);
                 } catch (UcxException e) {
-                    throw refused.isEmpty() ? e : refusedBy(c, refused);
+                    if (refused.isEmpty()) {
+                        throw e;
+                    }
                 }
-                if (!refused.isEmpty()) { // (the number was filled)
+                if (!refused.isEmpty()) { // the number was filled; the arbiter's reason is the one that counts
                     throw refusedBy(c, refused);
                 }
             } finally {
