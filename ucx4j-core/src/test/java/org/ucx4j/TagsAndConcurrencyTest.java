@@ -89,7 +89,11 @@ class TagsAndConcurrencyTest {
     void connectionsLostBeforeTheirEndpointNumberArrivedLeaveLaterOnesPaired() throws Exception {
         // the side that creates its UCX endpoint first (the pair's arbiter) loses two connections right after it:
         // the other side never learns those endpoints' numbers and must fill them, or it pairs later connections
-        // with the dead endpoints (their streams never arrive) or waits for the numbers forever
+        // with the dead endpoints (their streams never arrive) or waits for the numbers forever.
+        // UCX's TCP transport pairs its own sockets by a sequence that such lost endpoints shift, so over TCP alone
+        // later connections can fail or UCX 1.13 can abort (README, Known limits): this runs over the default ones
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "UCX_TLS is set: " + ConfigAndInfoTest.startupEnv("UCX_TLS"));
         ConnectionHandler echo = ep -> {
             byte[] b = new byte[1];
             while (true) {
