@@ -89,11 +89,7 @@ class TagsAndConcurrencyTest {
     void connectionsLostBeforeTheirEndpointNumberArrivedLeaveLaterOnesPaired() throws Exception {
         // the side that creates its UCX endpoint first (the pair's arbiter) loses two connections right after it:
         // the other side never learns those endpoints' numbers and must fill them, or it pairs later connections
-        // with the dead endpoints (their streams never arrive) or waits for the numbers forever.
-        // UCX's TCP transport pairs its own sockets by a sequence that such lost endpoints shift, so over TCP alone
-        // later connections can fail or UCX 1.13 can abort (README, Known limits): this runs over the default ones
-        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
-                "UCX_TLS is set: " + ConfigAndInfoTest.startupEnv("UCX_TLS"));
+        // with the dead endpoints (their streams never arrive) or waits for the numbers forever
         ConnectionHandler echo = ep -> {
             byte[] b = new byte[1];
             while (true) {
@@ -101,6 +97,7 @@ class TagsAndConcurrencyTest {
                 ep.streamSend(b);
             }
         };
+        int parkedBefore = org.ucx4j.internal.engine.TestHooks.parkedEndpoints();
         try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Listener la = a.listen(0, echo); Listener lb = b.listen(0, echo);
                 Arena arena = Arena.ofShared()) {
             org.ucx4j.internal.engine.TestHooks.dropEndpointNumbers(2);
@@ -110,6 +107,8 @@ class TagsAndConcurrencyTest {
             } finally {
                 org.ucx4j.internal.engine.TestHooks.dropEndpointNumbers(0);
             }
+            // the arbiter keeps both lost endpoints open for the other side's fillers to pair with
+            assertEquals(parkedBefore + 2, org.ucx4j.internal.engine.TestHooks.parkedEndpoints());
             MemorySegment pong = arena.allocate(1);
             for (int i = 0; i < 4; i++) {
                 Endpoint ep = i % 2 == 0 ? a.connect("127.0.0.1", lb.port()) : b.connect("127.0.0.1", la.port());
@@ -119,6 +118,8 @@ class TagsAndConcurrencyTest {
                 assertTrue(ep.isAlive());
             }
         }
+        assertEquals(parkedBefore, org.ucx4j.internal.engine.TestHooks.parkedEndpoints(), "closing the workers "
+                + "closed the kept endpoints");
     }
 
     @Test

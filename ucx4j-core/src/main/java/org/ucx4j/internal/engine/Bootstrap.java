@@ -138,7 +138,11 @@ public final class Bootstrap {
             s.setSoTimeout(0);
         } catch (Throwable t) {
             c.abandoned = true;
-            engine.abortEndpoint(c); // created or not: never left open without its connection
+            if (c.parked) {
+                engine.park(c);
+            } else {
+                engine.abortEndpoint(c); // created or not: never left open without its connection
+            }
             throw t;
         }
         Thread.ofVirtual().name("ucx4j-watch-" + c.peer).start(() -> watch(engine, c, p.in()));
@@ -161,12 +165,17 @@ public final class Bootstrap {
             } catch (UcxException e) {
                 failed = e; // the peer still learns the number UCX used, and why
             }
-            if (TestHooks.dropEndpointNumber()) {
-                throw new IOException("connection lost (test hook)");
+            try {
+                if (TestHooks.dropEndpointNumber()) {
+                    throw new IOException("connection lost (test hook)");
+                }
+                p.out().writeLong(c.number);
+                p.out().writeUTF(failed == null ? "" : String.valueOf(failed.getMessage()));
+                p.out().flush();
+            } catch (IOException e) {
+                c.parked = failed == null; // the peer may not know the number: its filler must find this endpoint
+                throw e;
             }
-            p.out().writeLong(c.number);
-            p.out().writeUTF(failed == null ? "" : String.valueOf(failed.getMessage()));
-            p.out().flush();
             if (failed != null) {
                 throw failed;
             }

@@ -48,6 +48,11 @@ public final class EndpointCore {
     long number = -1;
     /** Its handshake gave up before the endpoint was created (see {@link EndpointOrder}). */
     volatile boolean abandoned;
+    /**
+     * The arbiter's endpoint of a handshake lost before the peer learnt its number: kept open, unused, until the
+     * peer's filler closes it (a UCX error here) or the worker closes ({@link Engine#park}).
+     */
+    volatile boolean parked;
     long peerPid;
     String peerHost;
     /** The handshake socket, kept open as the liveness channel (null for raw endpoints). */

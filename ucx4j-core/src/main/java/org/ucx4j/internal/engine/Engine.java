@@ -2069,7 +2069,7 @@ public final class Engine {
             deferred.add(() -> {
                 boolean open = c.state == EndpointCore.OPEN;
                 failEndpoint(c, status, "UCX reported an endpoint error");
-                if (open) { // the peer died (not a close already under way)
+                if (open && !c.parked) { // the peer died (not a close already under way)
                     shmCheck.suspect(c);
                 }
             });
@@ -2391,6 +2391,9 @@ public final class Engine {
             return;
         }
         c.state = EndpointCore.CLOSED;
+        if (c.parked) {
+            TestHooks.parked.decrementAndGet();
+        }
         byConnId.remove(c.localConnId, c);
         if (c.closedLocally) {
             for (Inbox in : c.inboxes) {
@@ -2480,6 +2483,19 @@ public final class Engine {
             }
             abortOnOwner(c, null);
         });
+    }
+
+    /**
+     * Keeps the arbiter's endpoint of a handshake lost before the peer learnt its number open, unused (owner
+     * thread). The peer fills that number later with an endpoint of its own, which UCX pairs with this one; were
+     * this one closed first, the peer's filler would be a new endpoint that UCX pairs with nothing, and over TCP
+     * that shifts the transport's own pairing of sockets for every later connection between the two workers
+     * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint (where the transport
+     * reports it), which closes it; else the worker's close does.
+     */
+    void park(EndpointCore c) {
+        TestHooks.parked.incrementAndGet();
+        LOG.debug("ucx4j: endpoint {} to {} kept until the peer fills its number", c.number, c.peer);
     }
 
     // ============================================================== info

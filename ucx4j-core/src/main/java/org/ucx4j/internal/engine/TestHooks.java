@@ -53,6 +53,13 @@ public final class TestHooks {
         dropNumbers.set(n);
     }
 
+    /** Endpoints kept open after their handshake was lost ({@link Engine#park}), all engines. */
+    static final java.util.concurrent.atomic.AtomicInteger parked = new java.util.concurrent.atomic.AtomicInteger();
+
+    public static int parkedEndpoints() {
+        return parked.get();
+    }
+
     static boolean dropEndpointNumber() {
         return dropNumbers.get() > 0 && dropNumbers.getAndDecrement() > 0;
     }
