@@ -160,6 +160,60 @@ class ActiveMessageTest {
     }
 
     @Test
+    void aBlockingCallKeepsItsTimeoutWhileAHandlerHoldsTheProgressThread() throws Exception {
+        // a handler must not block, but one that does must not make other threads' timeouts meaningless: a
+        // blocking call asks the progress thread to hand it the worker, which a thread stuck in a handler never does
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
+            java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+            server.onActiveMessage(m -> {
+                m.close();
+                inHandler.countDown();
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            try {
+                client.amSend(new byte[0], new byte[] {1});
+                assertTrue(inHandler.await(10, TimeUnit.SECONDS));
+                // a receive and a send, each queued for the stuck thread, time out and are taken back from the queue
+                assertInstanceOf(UcxTimeoutException.class,
+                        outcome(() -> server.recv(new byte[1], 5, Duration.ofMillis(300))));
+                assertInstanceOf(UcxTimeoutException.class,
+                        outcome(() -> server.send(new byte[] {66}, 6, Duration.ofMillis(300))));
+                assertEquals(1, release.getCount(), "the handler still holds the progress thread");
+            } finally {
+                release.countDown();
+            }
+            // the worker goes on afterwards, and the progress thread, meeting both taken-back operations in its
+            // queue, skips them: the receive takes nothing, the send (its staging copy freed) never goes out
+            byte[] b = new byte[1];
+            client.send(new byte[] {7}, 5);
+            assertEquals(1, server.recv(b, 5, T));
+            assertEquals(7, b[0]);
+            server.send(new byte[] {8}, 6);
+            assertEquals(1, client.recv(b, 6, T));
+            assertEquals(8, b[0], "the send that timed out in the queue was not posted later");
+        });
+    }
+
+    /** What a blocking call on another thread ends with (null: it returned), within 10 s. */
+    private static Throwable outcome(org.junit.jupiter.api.function.Executable call) throws Exception {
+        CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+        Thread.ofVirtual().start(() -> {
+            try {
+                call.execute();
+                outcome.complete(null);
+            } catch (Throwable t) {
+                outcome.complete(t);
+            }
+        });
+        return outcome.get(10, TimeUnit.SECONDS);
+    }
+
+    @Test
     void handlerTakesMessagesOnTheProgressThreadInOrder() throws Exception {
         pair(UcxOptions.defaults(), (client, server, alloc) -> {
             try (Arena arena = Arena.ofShared()) {

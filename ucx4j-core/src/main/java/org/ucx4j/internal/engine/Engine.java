@@ -1331,6 +1331,8 @@ public final class Engine {
     /** A borrower's wait for the hand-over: spins, then naps (the progress thread unparks it). */
     private static final int GRANT_SPINS = 64;
     private static final long GRANT_PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    /** How long a borrower waits for the hand-over before it goes the ordinary way (a duty cycle takes µs). */
+    private static final long GRANT_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
     /** Idle duty cycles after which a borrower stops driving and waits the ordinary way (BLOCKING: HOT_SPINS). */
     private static final int DRIVE_IDLE_TURNS = HOT_SPINS + SPINS;
 
@@ -1376,11 +1378,20 @@ public final class Engine {
         }
         // the progress thread hands over at the top of its next duty cycle and then unparks this thread: a short
         // spin, then park, so that a waiter spinning on a busy machine does not keep it off the CPU
+        long parkedSince = 0;
         for (int spins = 0; owner != me; spins++) {
             if (spins < GRANT_SPINS) {
                 Thread.onSpinWait();
             } else {
-                if ((stopRequested || terminated) && lend.compareAndSet(REQUESTED, RUNNING)) {
+                if (parkedSince == 0) {
+                    parkedSince = System.nanoTime();
+                }
+                // a progress thread stuck in a duty cycle (a handler that blocks, say) or a closing worker never
+                // hands over, and an interrupt makes park return at once: withdraw the request (unless the hand-
+                // over won the race) and go the ordinary way, whose wait keeps the caller's deadline
+                if ((stopRequested || terminated || me.isInterrupted()
+                        || System.nanoTime() - parkedSince > GRANT_MAX_NANOS)
+                        && lend.compareAndSet(REQUESTED, RUNNING)) {
                     borrower.set(null);
                     return false;
                 }
