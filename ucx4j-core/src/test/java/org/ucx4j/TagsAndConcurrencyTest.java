@@ -84,12 +84,15 @@ class TagsAndConcurrencyTest {
         }
     }
 
-    @Test
+    @org.junit.jupiter.params.ParameterizedTest(name = "lost on the arbiter''s side: {0}")
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {true, false})
     @org.junit.jupiter.api.Timeout(120)
-    void connectionsLostBeforeTheirEndpointNumberArrivedLeaveLaterOnesPaired() throws Exception {
-        // the side that creates its UCX endpoint first (the pair's arbiter) loses two connections right after it:
-        // the other side never learns those endpoints' numbers and must fill them, or it pairs later connections
-        // with the dead endpoints (their streams never arrive) or waits for the numbers forever
+    void connectionsLostBeforeTheirEndpointNumberArrivedLeaveLaterOnesPaired(boolean atArbiter) throws Exception {
+        // two connections are lost after the side that creates its UCX endpoint first (the pair's arbiter) did so,
+        // before the other side learnt the endpoint's number (the arbiter's side drops the connection before it
+        // sends the number, or the other side drops it once it said it is ready for it): the other side must fill
+        // those numbers, or it pairs later connections with the dead endpoints (their streams never arrive) or
+        // waits for the numbers forever
         ConnectionHandler echo = ep -> {
             byte[] b = new byte[1];
             while (true) {
@@ -100,15 +103,16 @@ class TagsAndConcurrencyTest {
         int parkedBefore = org.ucx4j.internal.engine.TestHooks.parkedEndpoints();
         try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Listener la = a.listen(0, echo); Listener lb = b.listen(0, echo);
                 Arena arena = Arena.ofShared()) {
-            org.ucx4j.internal.engine.TestHooks.dropEndpointNumbers(2);
+            org.ucx4j.internal.engine.TestHooks.dropEndpointNumbers(2, atArbiter);
             try {
                 assertThrows(UcxException.class, () -> a.connect("127.0.0.1", lb.port(), Duration.ofSeconds(5)));
                 assertThrows(UcxException.class, () -> b.connect("127.0.0.1", la.port(), Duration.ofSeconds(5)));
             } finally {
-                org.ucx4j.internal.engine.TestHooks.dropEndpointNumbers(0);
+                org.ucx4j.internal.engine.TestHooks.dropEndpointNumbers(0, atArbiter);
             }
-            // the arbiter keeps both lost endpoints open for the other side's fillers to pair with
-            assertEquals(parkedBefore + 2, org.ucx4j.internal.engine.TestHooks.parkedEndpoints());
+            // the arbiter keeps both lost endpoints open for the other side's fillers to pair with (the side that
+            // did not connect learns of the loss a moment later)
+            Data.eventually(() -> org.ucx4j.internal.engine.TestHooks.parkedEndpoints() == parkedBefore + 2);
             MemorySegment pong = arena.allocate(1);
             for (int i = 0; i < 4; i++) {
                 Endpoint ep = i % 2 == 0 ? a.connect("127.0.0.1", lb.port()) : b.connect("127.0.0.1", la.port());

@@ -166,14 +166,21 @@ public final class Bootstrap {
                 failed = e; // the peer still learns the number UCX used, and why
             }
             try {
-                if (TestHooks.dropEndpointNumber()) {
+                if (TestHooks.dropEndpointNumber(true)) {
                     throw new IOException("connection lost (test hook)");
                 }
                 p.out().writeLong(c.number);
                 p.out().writeUTF(failed == null ? "" : String.valueOf(failed.getMessage()));
                 p.out().flush();
+                if (failed == null) { // done once the peer's endpoint exists
+                    readTimeout(s, deadline);
+                    if (p.in().read() != Handshake.CREATED) {
+                        throw new EOFException("handshake cut short before the peer created its endpoint");
+                    }
+                }
             } catch (IOException e) {
-                c.parked = failed == null; // the peer may not know the number: its filler must find this endpoint
+                // the peer may not have created its endpoint: it fills the number later, which must find this one
+                c.parked = failed == null;
                 throw e;
             }
             if (failed != null) {
@@ -185,6 +192,9 @@ public final class Bootstrap {
                 await(engine.expectTicket(address), deadline);
                 p.out().writeByte(Handshake.READY);
                 p.out().flush();
+                if (TestHooks.dropEndpointNumber(false)) {
+                    throw new IOException("connection lost (test hook)");
+                }
                 readTimeout(s, deadline);
                 long number = p.in().readLong();
                 String refused = p.in().readUTF();
@@ -205,6 +215,8 @@ public final class Bootstrap {
                 if (!refused.isEmpty()) { // the number was filled; the arbiter's reason is the one that counts
                     throw refusedBy(c, refused);
                 }
+                p.out().writeByte(Handshake.CREATED);
+                p.out().flush();
             } finally {
                 if (!arrived) {
                     engine.ticketLost(address);

@@ -45,11 +45,17 @@ public final class TestHooks {
         beforeShutdownWake = hook;
     }
 
-    /** The arbiter side of the next {@code n} handshakes loses the connection right before it sends the number. */
+    /**
+     * The next {@code n} handshakes lose their connection before the endpoint's number reaches the other side: on
+     * the arbiter's side right before it sends the number ({@code arbiter}), else on the other side right after it
+     * said it is ready for it.
+     */
     private static final java.util.concurrent.atomic.AtomicInteger dropNumbers =
             new java.util.concurrent.atomic.AtomicInteger();
+    private static volatile boolean dropAtArbiter;
 
-    public static void dropEndpointNumbers(int n) {
+    public static void dropEndpointNumbers(int n, boolean arbiter) {
+        dropAtArbiter = arbiter;
         dropNumbers.set(n);
     }
 
@@ -60,7 +66,7 @@ public final class TestHooks {
         return parked.get();
     }
 
-    static boolean dropEndpointNumber() {
-        return dropNumbers.get() > 0 && dropNumbers.getAndDecrement() > 0;
+    static boolean dropEndpointNumber(boolean arbiter) {
+        return dropNumbers.get() > 0 && dropAtArbiter == arbiter && dropNumbers.getAndDecrement() > 0;
     }
 }
