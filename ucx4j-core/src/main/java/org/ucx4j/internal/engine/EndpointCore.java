@@ -49,7 +49,7 @@ public final class EndpointCore {
     /** Its handshake gave up before the endpoint was created (see {@link EndpointOrder}). */
     volatile boolean abandoned;
     /**
-     * The arbiter's endpoint of a handshake lost before the peer learnt its number: kept open, unused, until the
+     * The arbiter's endpoint of a handshake lost before the peer confirmed its own: kept open, unused, until the
      * peer's filler closes it (a UCX error here) or the worker closes ({@link Engine#park}).
      */
     volatile boolean parked;

@@ -2497,8 +2497,8 @@ public final class Engine {
     }
 
     /**
-     * Keeps the arbiter's endpoint of a handshake lost before the peer learnt its number open, unused (owner
-     * thread). The peer fills that number later with an endpoint of its own, which UCX pairs with this one; were
+     * Keeps the arbiter's endpoint of a handshake lost before the peer confirmed it has its own open, unused
+     * (the handshake's thread: nothing to do but count it). The peer fills that number later with an endpoint of its own, which UCX pairs with this one; were
      * this one closed first, the peer's filler would be a new endpoint that UCX pairs with nothing, and over TCP
      * that shifts the transport's own pairing of sockets for every later connection between the two workers
      * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint (where the transport
