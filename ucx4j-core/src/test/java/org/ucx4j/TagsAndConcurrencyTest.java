@@ -112,7 +112,7 @@ class TagsAndConcurrencyTest {
             }
             // the arbiter keeps both lost endpoints open for the other side's fillers to pair with (the side that
             // did not connect learns of the loss a moment later)
-            Data.eventually(() -> org.ucx4j.internal.engine.TestHooks.parkedEndpoints() == parkedBefore + 2);
+            Data.eventually(() -> org.ucx4j.internal.engine.TestHooks.parkedEndpoints() >= parkedBefore + 2);
             MemorySegment pong = arena.allocate(1);
             for (int i = 0; i < 4; i++) {
                 Endpoint ep = i % 2 == 0 ? a.connect("127.0.0.1", lb.port()) : b.connect("127.0.0.1", la.port());

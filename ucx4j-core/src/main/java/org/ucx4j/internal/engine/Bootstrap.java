@@ -138,7 +138,7 @@ public final class Bootstrap {
             s.setSoTimeout(0);
         } catch (Throwable t) {
             c.abandoned = true;
-            if (c.parked) {
+            if (c.keepOnFailure) {
                 engine.park(c);
             } else {
                 engine.abortEndpoint(c); // created or not: never left open without its connection
@@ -160,32 +160,34 @@ public final class Bootstrap {
                 throw new EOFException("handshake cut short");
             }
             Exception failed = null;
+            // from here until the peer confirms its endpoint, a failure keeps this one (once created) for the
+            // peer's filler to pair with; unless UCX refused to create it, which the peer is told
+            c.keepOnFailure = true;
             try {
                 await(engine.attach(c, address, Engine.NO_TICKET), deadline);
             } catch (UcxException e) {
+                c.keepOnFailure = false;
                 failed = e; // the peer still learns the number UCX used, and why
             }
-            try {
-                if (TestHooks.dropEndpointNumber(true)) {
-                    throw new IOException("connection lost (test hook)");
-                }
-                p.out().writeLong(c.number);
-                p.out().writeUTF(failed == null ? "" : String.valueOf(failed.getMessage()));
-                p.out().flush();
-                if (failed == null) { // done once the peer's endpoint exists
-                    readTimeout(s, deadline);
-                    if (p.in().read() != Handshake.CREATED) {
-                        throw new EOFException("handshake cut short before the peer created its endpoint");
-                    }
-                }
-            } catch (IOException e) {
-                // the peer may not have created its endpoint: it fills the number later, which must find this one
-                c.parked = failed == null;
-                throw e;
+            if (TestHooks.dropEndpointNumber(true)) {
+                throw new IOException("connection lost (test hook)");
             }
+            p.out().writeLong(c.number);
+            p.out().writeUTF(failed == null ? "" : String.valueOf(failed.getMessage()));
+            p.out().flush();
             if (failed != null) {
                 throw failed;
             }
+            readTimeout(s, deadline);
+            int confirm = p.in().read();
+            if (confirm == Handshake.NOT_CREATED) { // the peer used the number but UCX refused its endpoint
+                c.keepOnFailure = false;
+                throw refusedBy(c, p.in().readUTF());
+            }
+            if (confirm != Handshake.CREATED) {
+                throw new EOFException("handshake cut short before the peer created its endpoint");
+            }
+            c.keepOnFailure = false;
         } else if (cmp > 0) { // create in the order of the arbiter's numbers
             boolean arrived = false;
             try {
@@ -208,7 +210,10 @@ public final class Bootstrap {
                 try {
                     await(engine.attach(c, address, number), deadline);
                 } catch (UcxException e) {
-                    if (refused.isEmpty()) {
+                    if (refused.isEmpty()) { // the number is used: the arbiter closes its endpoint, keeps nothing
+                        p.out().writeByte(Handshake.NOT_CREATED);
+                        p.out().writeUTF(String.valueOf(e.getMessage()));
+                        p.out().flush();
                         throw e;
                     }
                 }

@@ -52,7 +52,9 @@ public final class EndpointCore {
      * The arbiter's endpoint of a handshake lost before the peer confirmed its own: kept open, unused, until the
      * peer's filler closes it (a UCX error here) or the worker closes ({@link Engine#park}).
      */
-    volatile boolean parked;
+    boolean parked; // owner thread
+    /** Its handshake failed where the peer may still fill its number: kept rather than closed ({@link Engine#park}). */
+    volatile boolean keepOnFailure;
     long peerPid;
     String peerHost;
     /** The handshake socket, kept open as the liveness channel (null for raw endpoints). */

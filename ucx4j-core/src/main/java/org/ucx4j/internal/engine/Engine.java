@@ -2190,7 +2190,9 @@ public final class Engine {
         @Override
         public void create(EndpointOrder.Ticket t) {
             EndpointCore c = t.endpoint();
-            if (c.abandoned) { // its handshake gave up waiting: the number is used all the same
+            // its handshake gave up waiting: the number is used all the same (an arbiter's endpoint is created
+            // instead, for park to keep for the peer's filler)
+            if (c.abandoned && !c.keepOnFailure) {
                 fill(t.peerAddress());
                 t.future().completeExceptionally(closedError("connect"));
                 return;
@@ -2417,7 +2419,7 @@ public final class Engine {
         c.handle = 0;
         java.net.Socket control = c.control;
         Throwable cause = c.closedLocally ? null : c.failure;
-        if (Jfr.AVAILABLE && c.localConnId != 0) { // 0: an endpoint that only filled a number (EndpointOrder)
+        if (Jfr.AVAILABLE && c.localConnId != 0 && !c.parked) { // 0: it only filled a number (EndpointOrder)
             Jfr.CloseEvent ev = new Jfr.CloseEvent();
             if (ev.shouldCommit()) {
                 ev.peer = c.peer;
@@ -2498,15 +2500,23 @@ public final class Engine {
 
     /**
      * Keeps the arbiter's endpoint of a handshake lost before the peer confirmed it has its own open, unused
-     * (the handshake's thread: nothing to do but count it). The peer fills that number later with an endpoint of its own, which UCX pairs with this one; were
+     * (once created: the creation may still be queued). The peer fills that number later with an endpoint of its own, which UCX pairs with this one; were
      * this one closed first, the peer's filler would be a new endpoint that UCX pairs with nothing, and over TCP
      * that shifts the transport's own pairing of sockets for every later connection between the two workers
      * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint (where the transport
      * reports it), which closes it; else the worker's close does.
      */
     void park(EndpointCore c) {
-        TestHooks.parked.incrementAndGet();
-        LOG.debug("ucx4j: endpoint {} to {} kept until the peer fills its number", c.number, c.peer);
+        execute(() -> { // after the endpoint's creation, which was queued before
+            if (c.state != EndpointCore.OPEN || c.handle == 0) {
+                abortOnOwner(c, null); // never created, or failed meanwhile: nothing to keep
+                return;
+            }
+            c.parked = true;
+            c.closedLocally = true;
+            TestHooks.parked.incrementAndGet();
+            LOG.debug("ucx4j: endpoint {} to {} kept until the peer fills its number", c.number, c.peer);
+        });
     }
 
     // ============================================================== info

@@ -34,7 +34,7 @@ import org.ucx4j.internal.ffi.Status;
  */
 final class Handshake {
     static final int MAGIC = 0x55435834; // "UCX4"
-    static final int VERSION = 5; // 4: endpoint numbers (EndpointOrder); 5: CREATED acknowledges the number
+    static final int VERSION = 5; // 4: endpoint numbers (EndpointOrder); 5: CREATED / NOT_CREATED answer the number
     static final int FLAG_SECRET = 1;
     /** The sender's endpoints use no UCX peer error handling (older peers never set it: they always do). */
     static final int FLAG_NO_PEER_ERRORS = 2;
@@ -42,7 +42,7 @@ final class Handshake {
     static final int FLAG_SHM_WEDGED = 4;
     static final int MAX_ADDRESS = 1 << 20;
     static final int NONCE = 16;
-    static final byte OK = 1, REJECT = 2, READY = 3, CREATED = 4, BYE = 0x42;
+    static final byte OK = 1, REJECT = 2, READY = 3, CREATED = 4, NOT_CREATED = 5, BYE = 0x42;
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final String LOCAL_HOST = localHost();
 
