@@ -199,6 +199,49 @@ class ActiveMessageTest {
         });
     }
 
+    @Test
+    void aWorkerFlushKeepsItsTimeoutWhileThePeerDoesNotProgress() throws Exception {
+        // over TCP, a put is carried by messages the target's worker must progress; a target whose progress thread a
+        // handler holds never acknowledges it, and UCX can neither cancel a worker flush nor end it by an abort
+        UcxOptions tcp = UcxOptions.defaults().with("TLS", "tcp");
+        long size = 64 << 10;
+        try (Ucx a = Ucx.open(tcp); Ucx b = Ucx.open(tcp); Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete); MemoryRegion region = b.allocateMemory(size)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
+                java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
+                java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+                server.onActiveMessage(m -> {
+                    m.close();
+                    inHandler.countDown();
+                    try {
+                        release.await(30, TimeUnit.SECONDS);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                });
+                CompletableFuture<Long> put;
+                try {
+                    client.amSend(new byte[0], new byte[] {1});
+                    assertTrue(inHandler.await(10, TimeUnit.SECONDS));
+                    put = client.putAsync(Data.pattern(arena, size, 5), key, 0);
+                    Throwable t = outcome(() -> a.flush(Duration.ofMillis(300)));
+                    assertInstanceOf(UcxTimeoutException.class, t);
+                    assertTrue(t.getMessage().contains("UCS_ERR_TIMED_OUT"), t.getMessage());
+                    assertEquals(1, release.getCount(), "the handler still holds the target's progress thread");
+                } finally {
+                    release.countDown();
+                }
+                put.get(10, TimeUnit.SECONDS);
+                a.flush(T); // once the target progresses again, the data is there
+                Data.verify(region.segment(), size, 5);
+                key.close();
+            }
+        }
+    }
+
     /** What a blocking call on another thread ends with (null: it returned), within 10 s. */
     private static Throwable outcome(org.junit.jupiter.api.function.Executable call) throws Exception {
         CompletableFuture<Throwable> outcome = new CompletableFuture<>();

@@ -1143,6 +1143,9 @@ public final class Engine {
                     interrupted = true;
                 }
                 cancel(op);
+                if (leftToUcx(op)) {
+                    break;
+                }
             }
         } else {
             if (!op.done && borrow()) {
@@ -1165,6 +1168,9 @@ public final class Engine {
                     timedOut = true;
                     withdraw(op);
                 }
+                if ((timedOut || interrupted) && leftToUcx(op)) {
+                    break;
+                }
                 long park = op.cancelRequested ? TimeUnit.MILLISECONDS.toNanos(100) : deadline - now;
                 op.waiterParked = true;
                 LockSupport.parkNanos(op, Math.min(park, TimeUnit.SECONDS.toNanos(1)));
@@ -1178,6 +1184,15 @@ public final class Engine {
         }
         if (interrupted) {
             Thread.currentThread().interrupt();
+        }
+        if (!op.done) { // left to UCX (leftToUcx): it completes in the background, touching none of the caller's memory
+            String why = " (UCX cannot withdraw a worker flush: it completes in the background)";
+            if (interrupted) {
+                throw new CanceledException(op.what + " interrupted" + why + " (" + Status.name(Status.ERR_CANCELED)
+                        + ")", Status.ERR_CANCELED);
+            }
+            throw new UcxTimeoutException(op.what + " timed out after " + TimeUnit.NANOSECONDS.toMillis(timeoutNanos)
+                    + " ms" + why + " (" + Status.name(Status.ERR_TIMED_OUT) + ")", Status.ERR_TIMED_OUT);
         }
         // the cancel we asked for fails the op as canceled, or, for what UCX cannot cancel (sends, stream
         // receives, RMA), as the aborted endpoint's error: either way the caller asked for a timeout or an interrupt
@@ -1248,6 +1263,15 @@ public final class Engine {
      * the waiter parked past its deadline; one the owner already has is canceled by it. The op is then never
      * recycled (cancelRequested), as the queue may still hold it until the owner skips it.
      */
+    /**
+     * A worker flush that a timeout or an interrupt canceled: UCX cannot withdraw it and no endpoint's abort ends
+     * it (it waits for every peer), and it holds none of the caller's memory, so its waiter stops waiting. It is
+     * never recycled (cancelRequested): its completion finds it as it was.
+     */
+    private static boolean leftToUcx(Op op) {
+        return op.cancelRequested && op.kind == Op.RMA_FLUSH && op.ep == null;
+    }
+
     private void withdraw(Op op) {
         if (op.claimQueued()) {
             op.cancelRequested = true;
