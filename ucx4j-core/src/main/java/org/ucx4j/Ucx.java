@@ -638,9 +638,14 @@ public final class Ucx implements AutoCloseable {
             List<Thread> closers = eps.stream()
                     .map(ep -> Thread.ofVirtual().start(() -> ep.close()))
                     .toList();
+            // in parallel: one bound for all of them, not one each
+            long deadline = System.nanoTime() + options.closeTimeout().plusSeconds(2).toNanos();
             for (Thread t : closers) {
                 try {
-                    t.join(options.closeTimeout().plusSeconds(2));
+                    long left = deadline - System.nanoTime();
+                    if (left <= 0 || !t.join(Duration.ofNanos(left))) {
+                        break; // the worker's shutdown below aborts what is still closing
+                    }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                     break;

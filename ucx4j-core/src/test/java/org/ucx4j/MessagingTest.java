@@ -208,6 +208,49 @@ class MessagingTest {
     }
 
     @Test
+    void aPeerThatTricklesItsHandshakeIsCutOffAtTheDeadline() throws Exception {
+        // each byte within the socket timeout, but the whole handshake far past the listener's 1 s budget: the
+        // listener closes the connection by that budget, not one budget per read
+        try (Ucx ucx = Ucx.open(UcxOptions.defaults().withConnectTimeout(Duration.ofSeconds(1)));
+                Listener l = ucx.listen(0, ep -> { }); Socket s = new Socket("127.0.0.1", l.port())) {
+            java.io.ByteArrayOutputStream hello = new java.io.ByteArrayOutputStream();
+            DataOutputStream d = new DataOutputStream(hello);
+            d.writeInt(0x55435834); // magic
+            d.writeShort(5); // version
+            d.writeShort(0); // flags
+            d.writeInt(1); // connection id
+            d.writeLong(ProcessHandle.current().pid());
+            d.writeUTF("a-host-name-that-takes-a-while-to-arrive");
+            byte[] bytes = hello.toByteArray();
+            java.util.concurrent.atomic.AtomicInteger sent = new java.util.concurrent.atomic.AtomicInteger();
+            Thread trickle = Thread.ofVirtual().start(() -> {
+                try {
+                    for (byte b : bytes) {
+                        s.getOutputStream().write(b);
+                        s.getOutputStream().flush();
+                        sent.incrementAndGet();
+                        Thread.sleep(250);
+                    }
+                } catch (Exception e) {
+                    // cut off
+                }
+            });
+            s.setSoTimeout(30_000);
+            java.io.InputStream in = s.getInputStream();
+            try {
+                while (in.read() >= 0) {
+                    // the listener's half of the handshake, then the end of the connection
+                }
+            } catch (java.io.IOException reset) {
+                // the listener closed it: a reset is an end too
+            }
+            assertTrue(sent.get() < bytes.length, "the listener waited for all " + bytes.length + " bytes (one "
+                    + "every 250 ms) instead of ending the handshake at its 1 s deadline");
+            trickle.interrupt();
+        }
+    }
+
+    @Test
     void versionMismatchNamesBothVersions() throws Exception {
         try (ServerSocket fake = new ServerSocket(0); Ucx ucx = Ucx.open()) {
             Thread t = Thread.ofVirtual().start(() -> {

@@ -126,8 +126,7 @@ public final class Bootstrap {
 
     /** Handshake, UCX endpoint creation, liveness watch. */
     private static void open(Engine engine, EndpointCore c, Socket s, long deadline) throws Exception {
-        s.setSoTimeout(Math.max(1, millis(deadline - System.nanoTime())));
-        Handshake.Peer p = Handshake.run(s, c.client, c.localConnId, engine.workerAddress(), engine.secret,
+        Handshake.Peer p = Handshake.run(s, deadline, c.client, c.localConnId, engine.workerAddress(), engine.secret,
                 engine.shmSettings, engine.peerErrorHandling, engine.sharedMemoryFailure() != null, c.peer);
         c.peerConnId = p.connId();
         c.peerPid = p.pid();
@@ -135,7 +134,7 @@ public final class Bootstrap {
         c.control = s;
         try {
             attachInOrder(engine, c, p, deadline);
-            s.setSoTimeout(0);
+            p.deadline().clear();
         } catch (Throwable t) {
             c.abandoned = true;
             if (c.keepOnFailure) {
@@ -153,9 +152,7 @@ public final class Bootstrap {
             throws Exception {
         byte[] address = p.workerAddress();
         int cmp = Arrays.compareUnsigned(engine.workerAddress(), address);
-        Socket s = c.control;
         if (cmp < 0) { // the arbiter of the pair: create first, then tell the peer the endpoint's number
-            readTimeout(s, deadline);
             if (p.in().read() != Handshake.READY) {
                 throw new EOFException("handshake cut short");
             }
@@ -178,7 +175,6 @@ public final class Bootstrap {
             if (failed != null) {
                 throw failed;
             }
-            readTimeout(s, deadline);
             int confirm = p.in().read();
             if (confirm == Handshake.NOT_CREATED) { // the peer used the number but UCX refused its endpoint
                 c.keepOnFailure = false;
@@ -197,7 +193,6 @@ public final class Bootstrap {
                 if (TestHooks.dropEndpointNumber(false)) {
                     throw new IOException("connection lost (test hook)");
                 }
-                readTimeout(s, deadline);
                 long number = p.in().readLong();
                 String refused = p.in().readUTF();
                 if (number < 0) { // the arbiter failed before UCX numbered anything
@@ -230,11 +225,6 @@ public final class Bootstrap {
         } else { // the same worker: UCX connects each endpoint to itself, no pairing
             await(engine.attach(c, address, Engine.NO_TICKET), deadline);
         }
-    }
-
-    /** Each read of the handshake ends by the connect's deadline, not one full budget per read. */
-    private static void readTimeout(Socket s, long deadline) throws IOException {
-        s.setSoTimeout(millis(deadline - System.nanoTime()));
     }
 
     private static UnreachableException refusedBy(EndpointCore c, String why) {

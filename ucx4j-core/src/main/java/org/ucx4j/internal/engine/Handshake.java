@@ -47,7 +47,52 @@ final class Handshake {
     private static final String LOCAL_HOST = localHost();
 
     /** What the peer told us, and the socket's streams (which may hold bytes the peer sent after the handshake). */
-    record Peer(int connId, long pid, String host, byte[] workerAddress, DataInputStream in, DataOutputStream out) {}
+    record Peer(int connId, long pid, String host, byte[] workerAddress, DataInputStream in, DataOutputStream out,
+            DeadlineInput deadline) {}
+
+    /**
+     * The socket's input, each read ending by one deadline for the whole handshake (a socket timeout alone bounds
+     * each read, so a peer sending a byte now and then could hold the connection for as long as it liked).
+     */
+    static final class DeadlineInput extends java.io.FilterInputStream {
+        private final Socket socket;
+        private long deadline;
+
+        DeadlineInput(Socket s, long deadline) throws IOException {
+            super(s.getInputStream());
+            this.socket = s;
+            this.deadline = deadline;
+        }
+
+        /** The handshake is over: reads wait as long as the peer stays (the liveness watch). */
+        void clear() throws IOException {
+            deadline = Long.MAX_VALUE;
+            socket.setSoTimeout(0);
+        }
+
+        private void arm() throws IOException {
+            if (deadline == Long.MAX_VALUE) {
+                return;
+            }
+            long left = deadline - System.nanoTime();
+            if (left <= 0) {
+                throw new java.net.SocketTimeoutException("handshake timed out");
+            }
+            socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, Math.max(1, left / 1_000_000)));
+        }
+
+        @Override
+        public int read() throws IOException {
+            arm();
+            return super.read();
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            arm();
+            return super.read(b, off, len);
+        }
+    }
 
     private Handshake() {}
 
@@ -57,10 +102,11 @@ final class Handshake {
      * @throws UcxException for a peer that is not ucx4j, speaks another version, or fails authentication
      * @throws IOException when the socket fails or times out
      */
-    static Peer run(Socket s, boolean client, int connId, byte[] ourAddress, byte[] secret, String shmSettings,
-            boolean peerErrors, boolean shmWedged, String peerName) throws IOException {
+    static Peer run(Socket s, long deadline, boolean client, int connId, byte[] ourAddress, byte[] secret,
+            String shmSettings, boolean peerErrors, boolean shmWedged, String peerName) throws IOException {
         DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream(), 512));
-        DataInputStream in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 512));
+        DeadlineInput timed = new DeadlineInput(s, deadline);
+        DataInputStream in = new DataInputStream(new BufferedInputStream(timed, 512));
         byte[] ourNonce = new byte[NONCE];
         RANDOM.nextBytes(ourNonce);
         out.writeInt(MAGIC);
@@ -144,7 +190,7 @@ final class Handshake {
         if (address.length != len) {
             throw new EOFException("handshake cut short");
         }
-        return new Peer(peerConnId, pid, host, address, in, out);
+        return new Peer(peerConnId, pid, host, address, in, out, timed);
     }
 
     /** HMAC-SHA256 over a role label and both nonces (the verifier's first): no replay, no reflection. */
