@@ -277,6 +277,12 @@ public final class Endpoint implements AutoCloseable {
         return engine.await(submitted(probedOp(message, buf, true)), -1);
     }
 
+    /** {@link #recv(ProbedMessage, MemorySegment)} within {@code timeout}. */
+    public long recv(ProbedMessage message, MemorySegment buf, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        return engine.await(submitted(probedOp(message, buf, true)), t);
+    }
+
     public CompletableFuture<Long> recvAsync(ProbedMessage message, MemorySegment buf) {
         return submitted(probedOp(message, buf, false));
     }
@@ -587,8 +593,20 @@ public final class Endpoint implements AutoCloseable {
         engine.await(submitted(objectOp(MemorySegment.ofArray(Objects.requireNonNull(object, "object")), true)), -1);
     }
 
+    /** {@link #sendObject(byte[])} within {@code timeout} (as a timed-out send, it aborts the endpoint). */
+    public void sendObject(byte[] object, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        engine.await(submitted(objectOp(MemorySegment.ofArray(Objects.requireNonNull(object, "object")), true)), t);
+    }
+
     public void sendObject(MemorySegment object) {
         engine.await(submitted(objectOp(Objects.requireNonNull(object, "object"), true)), -1);
+    }
+
+    /** {@link #sendObject(MemorySegment)} within {@code timeout} (as a timed-out send, it aborts the endpoint). */
+    public void sendObject(MemorySegment object, Duration timeout) {
+        long t = Buffers.nanos(timeout);
+        engine.await(submitted(objectOp(Objects.requireNonNull(object, "object"), true)), t);
     }
 
     public CompletableFuture<byte[]> recvObjectAsync() {

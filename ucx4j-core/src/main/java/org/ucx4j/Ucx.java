@@ -407,13 +407,22 @@ public final class Ucx implements AutoCloseable {
 
     /** Receives a message a removing {@link #probe} took; returns its length. */
     public long recv(ProbedMessage message, MemorySegment buf) {
+        return recvProbed(message, buf, -1);
+    }
+
+    /** {@link #recv(ProbedMessage, MemorySegment)} within {@code timeout}. */
+    public long recv(ProbedMessage message, MemorySegment buf, Duration timeout) {
+        return recvProbed(message, buf, Buffers.nanos(timeout));
+    }
+
+    private long recvProbed(ProbedMessage message, MemorySegment buf, long timeoutNanos) {
         MemorySegment seg = Buffers.segment(buf, true);
         checkOpen();
         Op op = engine.probedRecv(null, message.take(null), message.tag(), message.length(), seg.address(),
                 seg.byteSize(), 0, null, true);
         keepAlive(op, seg);
         engine.submit(op);
-        return engine.await(op, -1);
+        return engine.await(op, timeoutNanos);
     }
 
     public CompletableFuture<Long> recvAsync(ProbedMessage message, MemorySegment buf) {

@@ -483,6 +483,10 @@ class ActiveMessageTest {
                 assertEquals(before, alloc.allocations.get());
                 client.sendObject(new byte[] {3});
                 assertArrayEquals(new byte[] {3}, server.recvObject(T));
+                client.sendObject(MemorySegment.ofArray(new byte[] {4, 5}).asReadOnly(), T);
+                assertArrayEquals(new byte[] {4, 5}, server.recvObject(T));
+                client.sendObject(new byte[] {6}, T);
+                assertArrayEquals(new byte[] {6}, server.recvObject(T));
             }
         });
     }

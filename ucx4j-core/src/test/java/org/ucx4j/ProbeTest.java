@@ -62,7 +62,8 @@ class ProbeTest {
                 assertThrows(IllegalArgumentException.class, () -> b.recv(m, arena.allocate(3)),
                         "probed on the endpoint, not on the worker");
                 MemorySegment buf = arena.allocate(3);
-                assertEquals(3, server.recv(m, buf));
+                assertThrows(IllegalArgumentException.class, () -> server.recv(m, buf, Duration.ofMillis(-1)));
+                assertEquals(3, server.recv(m, buf, Duration.ofSeconds(10)));
                 assertEquals(2, buf.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 1));
                 // a removed message larger than the buffer: truncation error, never silent
                 client.send(new byte[64], 8);
