@@ -637,12 +637,15 @@ public final class Ucx implements AutoCloseable {
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {
+            engine.stopOnCallerOwner(); // caller mode: another thread closed it, its owner releases it
             return;
         }
         for (Listener l : List.copyOf(listeners)) {
             l.close();
         }
-        if (!engine.isOwnerThread()) {
+        // in caller mode only the owner can progress a graceful close: another thread's close aborts, and the
+        // owner releases the worker at its next call (or inside the one it is in)
+        if (!engine.isOwnerThread() && options.progressMode() != ProgressMode.CALLER) {
             List<Endpoint> eps = List.copyOf(endpoints);
             List<Thread> closers = eps.stream()
                     .map(ep -> Thread.ofVirtual().start(() -> ep.close()))
@@ -678,6 +681,7 @@ public final class Ucx implements AutoCloseable {
 
     void checkOpen() {
         if (closed.get() || engine.isTerminated()) {
+            engine.stopOnCallerOwner(); // closed by another thread in caller mode: the owner's next call releases it
             throw new EndpointClosedException("this Ucx instance is closed (" + Status.name(Status.ERR_NOT_CONNECTED)
                     + ")", Status.ERR_NOT_CONNECTED);
         }

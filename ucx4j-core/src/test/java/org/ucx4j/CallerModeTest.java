@@ -397,6 +397,37 @@ class CallerModeTest {
         });
     }
 
+    @Test
+    void anotherThreadsCloseIsFinishedByTheOwnerWaitingOnAFuture() throws Exception {
+        // only the owner may touch a caller-mode worker, so a close from another thread cannot release it; the
+        // owner, waiting on a future nobody else could complete, releases it and fails the future
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Long> pending = client.recvAsync(arena.allocate(8), 5);
+                CompletableFuture<Long> closed = new CompletableFuture<>();
+                Thread closer = Thread.ofVirtual().start(() -> {
+                    try {
+                        Thread.sleep(200);
+                        long t0 = System.nanoTime();
+                        a.close();
+                        closed.complete(System.nanoTime() - t0);
+                    } catch (Throwable e) {
+                        closed.completeExceptionally(e);
+                    }
+                });
+                ExecutionException e = assertThrows(ExecutionException.class, pending::get); // no timeout: must end
+                assertInstanceOf(UcxException.class, e.getCause(), String.valueOf(e.getCause()));
+                long tookNanos = closed.get(30, TimeUnit.SECONDS);
+                assertTrue(tookNanos < TimeUnit.SECONDS.toNanos(9), "the close waited out its 10 s bound ("
+                        + TimeUnit.NANOSECONDS.toMillis(tookNanos) + " ms) instead of being finished by the owner");
+                closer.join();
+                assertTrue(a.isClosed());
+                assertThrows(EndpointClosedException.class, () -> a.progress());
+                a.close(); // idempotent
+            }
+        });
+    }
+
     /**
      * A send made inside the call that UCX takes but does not finish there (UCX 1.20's stream sends with protocol
      * v2 ignore FORCE_IMM_CMPL; here every API is made to by clearing the flag) is in flight exactly once: tag,

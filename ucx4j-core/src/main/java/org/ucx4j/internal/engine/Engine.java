@@ -993,7 +993,12 @@ public final class Engine {
             // call there is; an AM handler runs after the progress call and drives the worker as a blocking call does
             checkNotInProgress(f instanceof Op op ? op.what + " (waiting on its future)" : "waiting on a future");
             // join() does not answer interrupts, and nobody else would complete f: it drives on regardless
-            driveUntil(null, f, deadline, flags);
+            if (driveUntil(null, f, deadline, flags) == STOPPED && mode == ProgressMode.CALLER) {
+                stopOnCallerOwner(); // another thread closed the worker: nobody else can complete f now
+                if (terminated && !f.isDone()) {
+                    f.completeExceptionally(closedError("wait"));
+                }
+            }
         } else if (borrow()) {
             try {
                 driveUntil(null, f, deadline, flags | INTERRUPTIBLE | BORROWED);
@@ -1132,7 +1137,21 @@ public final class Engine {
             checkNotInProgress(op.what);
             // caller-driven: progress ourselves (a polled receive is tested inside progressOnce); a timeout or an
             // interrupt cancels the op, and the wait goes on, deaf to both, until UCX has let go of it
-            for (int why; (why = driveUntil(op, null, deadline, op.cancelRequested ? 0 : flags)) != FINISHED; ) {
+            // (caller mode: until another thread closes the worker, which this thread then releases)
+            int stops = mode == ProgressMode.CALLER ? STOPS : 0;
+            for (int why; (why = driveUntil(op, null, deadline, (op.cancelRequested ? 0 : flags) | stops))
+                    != FINISHED; ) {
+                if (why == STOPPED) {
+                    stopOnCallerOwner(); // fails what is pending, this op included, and destroys the worker
+                    if (terminated) {
+                        if (!op.done) {
+                            op.finish(0, 0, closedError(op.what));
+                        }
+                        break;
+                    }
+                    stops = 0; // inside a handler: the call it runs in releases the worker; this one drives on
+                    continue;
+                }
                 if (op.cancelRequested) {
                     continue; // canceled meanwhile by another thread: its outcome is on the way
                 }
@@ -1577,6 +1596,9 @@ public final class Engine {
         }
     }
 
+    /** The owner thread runs deferred work (handlers) inside {@link #progressOnce}. */
+    private boolean inDeferred;
+
     /** One duty cycle: drain commands, progress UCX, run deferred work. Owner thread only. */
     public int progressOnce() {
         int work = 0;
@@ -1604,9 +1626,15 @@ public final class Engine {
             shmCheck.poll();
         }
         Runnable r;
-        while ((r = deferred.poll()) != null) {
-            r.run();
-            work++;
+        boolean outer = !inDeferred;
+        inDeferred = true; // handlers run here, and may call in again: the worker stays until this call returns
+        try {
+            while ((r = deferred.poll()) != null) {
+                r.run();
+                work++;
+            }
+        } finally {
+            inDeferred = !outer;
         }
         return work;
     }
@@ -2668,7 +2696,7 @@ public final class Engine {
                 wake();
             }
             if (mode == ProgressMode.CALLER) {
-                shutdownOnOwner();
+                stopOnCallerOwner(); // now, unless a handler closed it: then when the call it runs in returns
             }
             return;
         }
@@ -2687,6 +2715,18 @@ public final class Engine {
             Thread.currentThread().interrupt();
         } catch (java.util.concurrent.ExecutionException e) {
             // cannot happen: completed normally
+        }
+    }
+
+    /**
+     * Caller mode, on the owner thread, after another thread closed the worker: that thread could not release it
+     * (only the owner may touch the worker, and it may have been inside a progress call), so the owner does it at
+     * its next call. No-op elsewhere.
+     */
+    public void stopOnCallerOwner() {
+        if (mode == ProgressMode.CALLER && stopRequested && !terminated && Thread.currentThread() == owner
+                && !inProgress && !inDeferred) {
+            shutdownOnOwner();
         }
     }
 
