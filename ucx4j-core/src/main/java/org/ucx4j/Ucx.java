@@ -714,6 +714,9 @@ public final class Ucx implements AutoCloseable {
             if (System.nanoTime() - deadline > 0) {
                 throw new TimeoutException();
             }
+            if (closed.get()) {
+                checkOpen(); // closed by another thread: released here (caller mode), and this wait ends
+            }
             if (engine.progressOnce() == 0) {
                 Thread.onSpinWait();
             }

@@ -428,6 +428,49 @@ class CallerModeTest {
         });
     }
 
+    @Test
+    void anotherThreadsCloseEndsABlockingCallInsideAHandlerAndTheWorkerGoesAfterIt() throws Exception {
+        // a handler runs inside the owner's progress; a blocking call it makes when another thread closes the worker
+        // fails, and the worker is released only once the owner's call that ran the handler returns (released
+        // under it, the progress call the handler returns into would use a destroyed worker)
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Throwable> inHandler = new CompletableFuture<>();
+                java.util.concurrent.CountDownLatch handlerWaits = new java.util.concurrent.CountDownLatch(1);
+                client.onActiveMessage(m -> {
+                    m.close();
+                    handlerWaits.countDown();
+                    try {
+                        client.recv(arena.allocate(8), 9); // nothing will come: ends only by the close
+                        inHandler.complete(null);
+                    } catch (Throwable e) {
+                        inHandler.complete(e);
+                    }
+                });
+                CompletableFuture<Long> pending = client.recvAsync(arena.allocate(8), 5);
+                server.amSend(new byte[0], new byte[] {1});
+                CompletableFuture<Long> closed = new CompletableFuture<>();
+                Thread.ofVirtual().start(() -> {
+                    try {
+                        assertTrue(handlerWaits.await(10, TimeUnit.SECONDS));
+                        Thread.sleep(200);
+                        long t0 = System.nanoTime();
+                        a.close();
+                        closed.complete(System.nanoTime() - t0);
+                    } catch (Throwable e) {
+                        closed.completeExceptionally(e);
+                    }
+                });
+                assertThrows(ExecutionException.class, pending::get); // drives; runs the handler; ends by the close
+                assertInstanceOf(UcxException.class, inHandler.get(10, TimeUnit.SECONDS));
+                assertTrue(closed.get(30, TimeUnit.SECONDS) < TimeUnit.SECONDS.toNanos(9), "the close waited out "
+                        + "its bound instead of being finished by the owner");
+                assertTrue(a.isClosed());
+                assertThrows(EndpointClosedException.class, () -> a.progress());
+            }
+        });
+    }
+
     /**
      * A send made inside the call that UCX takes but does not finish there (UCX 1.20's stream sends with protocol
      * v2 ignore FORCE_IMM_CMPL; here every API is made to by clearing the flag) is in flight exactly once: tag,

@@ -994,10 +994,17 @@ public final class Engine {
             checkNotInProgress(f instanceof Op op ? op.what + " (waiting on its future)" : "waiting on a future");
             // join() does not answer interrupts, and nobody else would complete f: it drives on regardless
             if (driveUntil(null, f, deadline, flags) == STOPPED && mode == ProgressMode.CALLER) {
-                stopOnCallerOwner(); // another thread closed the worker: nobody else can complete f now
-                if (terminated && !f.isDone()) {
+                // another thread closed the worker: released here, or (inside a handler) what is pending fails and
+                // this thread drives on until f has its outcome; nobody else could complete f now
+                stopOnCallerOwner();
+                if (!terminated) {
+                    driveUntil(null, f, deadline, flags & ~STOPS);
+                } else if (!f.isDone()) {
                     f.completeExceptionally(closedError("wait"));
                 }
+            }
+            if (stopRequested) {
+                stopOnCallerOwner(); // f ended by the close itself (a handler's call failed it): released on the way out
             }
         } else if (borrow()) {
             try {
@@ -1149,7 +1156,7 @@ public final class Engine {
                         }
                         break;
                     }
-                    stops = 0; // inside a handler: the call it runs in releases the worker; this one drives on
+                    stops = 0; // inside a handler: what is pending failed, the worker goes when that call returns
                     continue;
                 }
                 if (op.cancelRequested) {
@@ -1165,6 +1172,9 @@ public final class Engine {
                 if (leftToUcx(op)) {
                     break;
                 }
+            }
+            if (stopRequested) {
+                stopOnCallerOwner(); // the op ended by the close itself: released on the way out
             }
         } else {
             if (!op.done && borrow()) {
@@ -1596,11 +1606,26 @@ public final class Engine {
         }
     }
 
-    /** The owner thread runs deferred work (handlers) inside {@link #progressOnce}. */
-    private boolean inDeferred;
+    /**
+     * How deep the owner thread is in {@link #progressOnce} (owner thread): user code runs inside it (handlers,
+     * completions' dependents) and may call in again, so the worker is released only at depth 0.
+     */
+    private int driving;
 
     /** One duty cycle: drain commands, progress UCX, run deferred work. Owner thread only. */
     public int progressOnce() {
+        if (terminated) {
+            return 0; // released by a call made inside this thread's earlier progress (caller mode)
+        }
+        driving++;
+        try {
+            return duty();
+        } finally {
+            driving--;
+        }
+    }
+
+    private int duty() {
         int work = 0;
         Op op;
         while (work < 256 && (op = queue.poll()) != null) {
@@ -1626,15 +1651,9 @@ public final class Engine {
             shmCheck.poll();
         }
         Runnable r;
-        boolean outer = !inDeferred;
-        inDeferred = true; // handlers run here, and may call in again: the worker stays until this call returns
-        try {
-            while ((r = deferred.poll()) != null) {
-                r.run();
-                work++;
-            }
-        } finally {
-            inDeferred = !outer;
+        while ((r = deferred.poll()) != null) {
+            r.run();
+            work++;
         }
         return work;
     }
@@ -2724,9 +2743,12 @@ public final class Engine {
      * its next call. No-op elsewhere.
      */
     public void stopOnCallerOwner() {
-        if (mode == ProgressMode.CALLER && stopRequested && !terminated && Thread.currentThread() == owner
-                && !inProgress && !inDeferred) {
-            shutdownOnOwner();
+        if (mode == ProgressMode.CALLER && stopRequested && !terminated && Thread.currentThread() == owner) {
+            if (driving == 0) {
+                shutdownOnOwner();
+            } else {
+                failEverything(); // inside a handler: pending operations end now, the worker when the call returns
+            }
         }
     }
 
@@ -2734,35 +2756,46 @@ public final class Engine {
         return terminatedFuture;
     }
 
+    /**
+     * The worker stops (owner thread; again is harmless): queued commands and connections waiting for their turn fail,
+     * listeners close, every endpoint is aborted (what is pending on it fails), worker-level receives are canceled.
+     */
+    private void failEverything() {
+        Op op;
+        while ((op = queue.poll()) != null) { // commands still queued fail as closed
+            if (op.claimQueued() && !op.done && op.request == 0) {
+                if (op.kind == Op.TASK) {
+                    runTask(op);
+                } else {
+                    failNow(op, new CanceledException(op.what + " canceled: the UCX worker was closed ("
+                            + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
+                }
+            }
+        }
+        order.failPending(t -> t.future().completeExceptionally(closedError("connect")));
+        for (ListenerCore l : listeners) {
+            l.close();
+        }
+        for (EndpointCore c : eps) {
+            if (c != null) {
+                abortOnOwner(c, null);
+            }
+        }
+        for (Op r = workerRecvHead; r != null; r = r.pendingNext) {
+            Ucp.requestCancel(worker, r.request);
+        }
+    }
+
+    /** Set on the way into {@link #shutdownOnOwner} (owner thread): code it runs may call back in. */
+    private boolean stopping;
+
     private void shutdownOnOwner() {
-        if (terminated) {
+        if (terminated || stopping) {
             return;
         }
+        stopping = true;
         try {
-            // commands still queued fail as closed
-            Op op;
-            while ((op = queue.poll()) != null) {
-                if (op.claimQueued() && !op.done && op.request == 0) {
-                    if (op.kind == Op.TASK) {
-                        runTask(op);
-                    } else {
-                        failNow(op, new CanceledException(op.what + " canceled: the UCX worker was closed ("
-                                + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
-                    }
-                }
-            }
-            order.failPending(t -> t.future().completeExceptionally(closedError("connect")));
-            for (ListenerCore l : listeners) {
-                l.close();
-            }
-            for (EndpointCore c : eps) {
-                if (c != null) {
-                    abortOnOwner(c, null);
-                }
-            }
-            for (Op r = workerRecvHead; r != null; r = r.pendingNext) {
-                Ucp.requestCancel(worker, r.request);
-            }
+            failEverything();
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
             while (System.nanoTime() < until && slots.anyOp()) {
                 progressOnce();
