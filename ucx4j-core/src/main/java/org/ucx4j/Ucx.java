@@ -623,7 +623,9 @@ public final class Ucx implements AutoCloseable {
                     + (options.progressMode() == ProgressMode.CALLER ? "the one that opened it" : "its progress thread")
                     + ")");
         }
-        return engine.progressOnce();
+        int n = engine.progressOnce();
+        engine.stopOnCallerOwner(); // closed by another thread or by a handler meanwhile: released on the way out
+        return n;
     }
 
     public boolean isClosed() {

@@ -944,6 +944,9 @@ public final class Engine {
             }
             UcxException bad = stopRequested ? closedError(what) : ep == null ? null : ep.unusable(what);
             if (bad != null) {
+                if (stopRequested) {
+                    stopOnCallerOwner(); // caller mode, closed by another thread: released on the way out
+                }
                 throw bad;
             }
             if ((turns & 63) == 0 && Thread.currentThread().isInterrupted()) {
@@ -1610,7 +1613,7 @@ public final class Engine {
      * How deep the owner thread is in {@link #progressOnce} (owner thread): user code runs inside it (handlers,
      * completions' dependents) and may call in again, so the worker is released only at depth 0.
      */
-    private int driving;
+    int driving; // also counted by Op.finish around the completions it delivers on the owner thread
 
     /** One duty cycle: drain commands, progress UCX, run deferred work. Owner thread only. */
     public int progressOnce() {
@@ -2743,7 +2746,8 @@ public final class Engine {
      * its next call. No-op elsewhere.
      */
     public void stopOnCallerOwner() {
-        if (mode == ProgressMode.CALLER && stopRequested && !terminated && Thread.currentThread() == owner) {
+        if (mode == ProgressMode.CALLER && stopRequested && !terminated && Thread.currentThread() == owner
+                && !inProgress) { // inside a UCX callback: nothing now, the wait or call around it does it
             if (driving == 0) {
                 shutdownOnOwner();
             } else {
@@ -2783,6 +2787,9 @@ public final class Engine {
         }
         for (Op r = workerRecvHead; r != null; r = r.pendingNext) {
             Ucp.requestCancel(worker, r.request);
+        }
+        if (!terminated && driving > 0) { // raw peers' messages: their waiters, as the release would
+            amReceiver.rawInbox.failWaiters(closedError("receive"));
         }
     }
 

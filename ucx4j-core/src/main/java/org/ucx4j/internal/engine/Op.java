@@ -211,14 +211,27 @@ public final class Op extends EngineFuture<Long> {
                     e.wokeParkedWaiter = true;
                 }
             }
-        } else if (err != null) {
-            if (cancelRequested && err.status() == org.ucx4j.internal.ffi.Status.ERR_CANCELED) {
-                super.cancel(false); // withdrawn at the caller's request: a canceled future, as it asked
-            } else {
-                completeExceptionally(err);
-            }
         } else {
-            complete(length);
+            // a dependent may run here (a plain future built from this one, allOf say), and may call back in:
+            // the owner thread's engine counts it as inside a duty cycle (see Engine.stopOnCallerOwner)
+            Engine en = engine;
+            boolean owner = en != null && en.isOwnerThread();
+            if (owner) {
+                en.driving++;
+            }
+            try {
+                if (err == null) {
+                    complete(length);
+                } else if (cancelRequested && err.status() == org.ucx4j.internal.ffi.Status.ERR_CANCELED) {
+                    super.cancel(false); // withdrawn at the caller's request: a canceled future, as it asked
+                } else {
+                    completeExceptionally(err);
+                }
+            } finally {
+                if (owner) {
+                    en.driving--;
+                }
+            }
         }
     }
 
