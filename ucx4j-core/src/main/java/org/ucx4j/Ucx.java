@@ -317,7 +317,17 @@ public final class Ucx implements AutoCloseable {
         checkOpen();
         Objects.requireNonNull(address, "address");
         SafeFuture<EndpointCore> f = engine.attachRaw(address.raw());
-        EndpointCore c = join(f, "connect to " + address, options.connectTimeout().toNanos());
+        EndpointCore c;
+        try {
+            c = join(f, "connect to " + address, options.connectTimeout().toNanos());
+        } catch (UcxTimeoutException | CanceledException e) { // the endpoint may still come: never left open
+            f.whenComplete((late, x) -> {
+                if (late != null) {
+                    engine.abortEndpoint(late);
+                }
+            });
+            throw e;
+        }
         Endpoint ep = track(c);
         String hazard = segmentSizeHazard(address.raw(), ep.info());
         if (hazard != null) {
@@ -718,6 +728,9 @@ public final class Ucx implements AutoCloseable {
             }
             if (closed.get()) {
                 checkOpen(); // closed by another thread: released here (caller mode), and this wait ends
+            }
+            if (Thread.interrupted()) {
+                throw new InterruptedException(); // join() sets the flag again and reports the interrupt
             }
             if (engine.progressOnce() == 0) {
                 Thread.onSpinWait();
