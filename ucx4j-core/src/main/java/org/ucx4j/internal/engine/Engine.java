@@ -1007,7 +1007,7 @@ public final class Engine {
                 }
             }
             if (stopRequested) {
-                stopOnCallerOwner(); // f ended by the close itself (a handler's call failed it): released on the way out
+                stopOnCallerOwner(); // f ended by the close itself (a handler's call failed it): released now
             }
         } else if (borrow()) {
             try {
@@ -2574,8 +2574,9 @@ public final class Engine {
 
     /**
      * Keeps the arbiter's endpoint of a handshake lost before the peer confirmed it has its own open, unused
-     * (once created: the creation may still be queued). The peer fills that number later with an endpoint of its own, which UCX pairs with this one; were
-     * this one closed first, the peer's filler would be a new endpoint that UCX pairs with nothing, and over TCP
+     * (once created: the creation may still be queued). The peer fills that number later with an endpoint of its
+     * own, which UCX pairs with this one; were this one closed first, the peer's filler would be a new endpoint
+     * that UCX pairs with nothing, and over TCP
      * that shifts the transport's own pairing of sockets for every later connection between the two workers
      * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint (where the transport
      * reports it), which closes it; else the worker's close does.
@@ -2761,8 +2762,9 @@ public final class Engine {
     }
 
     /**
-     * The worker stops (owner thread; again is harmless): queued commands and connections waiting for their turn fail,
-     * listeners close, every endpoint is aborted (what is pending on it fails), worker-level receives are canceled.
+     * The worker stops (owner thread; again is harmless): queued commands and connections waiting for their turn
+     * fail, listeners close, every endpoint is aborted (what is pending on it fails), worker-level receives are
+     * canceled.
      */
     private void failEverything() {
         Op op;
