@@ -166,15 +166,7 @@ class ActiveMessageTest {
         pair(UcxOptions.defaults(), (client, server, alloc) -> {
             java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
             java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
-            server.onActiveMessage(m -> {
-                m.close();
-                inHandler.countDown();
-                try {
-                    release.await(30, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            });
+            holdOnActiveMessage(server, inHandler, release);
             try {
                 client.amSend(new byte[0], new byte[] {1});
                 assertTrue(inHandler.await(10, TimeUnit.SECONDS));
@@ -213,15 +205,7 @@ class ActiveMessageTest {
                 RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
                 java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
                 java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
-                server.onActiveMessage(m -> {
-                    m.close();
-                    inHandler.countDown();
-                    try {
-                        release.await(30, TimeUnit.SECONDS);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                });
+                holdOnActiveMessage(server, inHandler, release);
                 CompletableFuture<Long> put;
                 try {
                     client.amSend(new byte[0], new byte[] {1});
@@ -240,6 +224,23 @@ class ActiveMessageTest {
                 key.close();
             }
         }
+    }
+
+    /**
+     * A handler that, at the first message, holds the thread driving {@code ep}'s worker (its progress thread) until
+     * {@code release}, having counted down {@code inHandler}.
+     */
+    private static void holdOnActiveMessage(Endpoint ep, java.util.concurrent.CountDownLatch inHandler,
+            java.util.concurrent.CountDownLatch release) {
+        ep.onActiveMessage(m -> {
+            m.close();
+            inHandler.countDown();
+            try {
+                release.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
     }
 
     /** What a blocking call on another thread ends with (null: it returned), within 10 s. */

@@ -397,6 +397,23 @@ class CallerModeTest {
         });
     }
 
+    /** Closes {@code ucx} on another thread 200 ms after {@code after} opens; completes with how long close took. */
+    private static CompletableFuture<Long> closeLater(Ucx ucx, java.util.concurrent.CountDownLatch after) {
+        CompletableFuture<Long> closed = new CompletableFuture<>();
+        Thread.ofVirtual().start(() -> {
+            try {
+                assertTrue(after.await(10, TimeUnit.SECONDS));
+                Thread.sleep(200);
+                long t0 = System.nanoTime();
+                ucx.close();
+                closed.complete(System.nanoTime() - t0);
+            } catch (Throwable e) {
+                closed.completeExceptionally(e);
+            }
+        });
+        return closed;
+    }
+
     @Test
     void anotherThreadsCloseIsFinishedByTheOwnerWaitingOnAFuture() throws Exception {
         // only the owner may touch a caller-mode worker, so a close from another thread cannot release it; the
@@ -404,23 +421,12 @@ class CallerModeTest {
         withCallerClient((a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 CompletableFuture<Long> pending = client.recvAsync(arena.allocate(8), 5);
-                CompletableFuture<Long> closed = new CompletableFuture<>();
-                Thread closer = Thread.ofVirtual().start(() -> {
-                    try {
-                        Thread.sleep(200);
-                        long t0 = System.nanoTime();
-                        a.close();
-                        closed.complete(System.nanoTime() - t0);
-                    } catch (Throwable e) {
-                        closed.completeExceptionally(e);
-                    }
-                });
+                CompletableFuture<Long> closed = closeLater(a, new java.util.concurrent.CountDownLatch(0));
                 ExecutionException e = assertThrows(ExecutionException.class, pending::get); // no timeout: must end
                 assertInstanceOf(UcxException.class, e.getCause(), String.valueOf(e.getCause()));
                 long tookNanos = closed.get(30, TimeUnit.SECONDS);
                 assertTrue(tookNanos < TimeUnit.SECONDS.toNanos(9), "the close waited out its 10 s bound ("
                         + TimeUnit.NANOSECONDS.toMillis(tookNanos) + " ms) instead of being finished by the owner");
-                closer.join();
                 assertTrue(a.isClosed());
                 assertThrows(EndpointClosedException.class, () -> a.progress());
                 a.close(); // idempotent
@@ -449,18 +455,7 @@ class CallerModeTest {
                 });
                 CompletableFuture<Long> pending = client.recvAsync(arena.allocate(8), 5);
                 server.amSend(new byte[0], new byte[] {1});
-                CompletableFuture<Long> closed = new CompletableFuture<>();
-                Thread.ofVirtual().start(() -> {
-                    try {
-                        assertTrue(handlerWaits.await(10, TimeUnit.SECONDS));
-                        Thread.sleep(200);
-                        long t0 = System.nanoTime();
-                        a.close();
-                        closed.complete(System.nanoTime() - t0);
-                    } catch (Throwable e) {
-                        closed.completeExceptionally(e);
-                    }
-                });
+                CompletableFuture<Long> closed = closeLater(a, handlerWaits);
                 assertThrows(ExecutionException.class, pending::get); // drives; runs the handler; ends by the close
                 assertInstanceOf(UcxException.class, inHandler.get(10, TimeUnit.SECONDS));
                 assertTrue(closed.get(30, TimeUnit.SECONDS) < TimeUnit.SECONDS.toNanos(9), "the close waited out "
