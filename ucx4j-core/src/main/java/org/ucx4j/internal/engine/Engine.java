@@ -1613,7 +1613,7 @@ public final class Engine {
      * How deep the owner thread is in {@link #progressOnce} (owner thread): user code runs inside it (handlers,
      * completions' dependents) and may call in again, so the worker is released only at depth 0.
      */
-    int driving; // also counted by Op.finish around the completions it delivers on the owner thread
+    int driving; // also counted by Op.finish around the completions it delivers on a caller-mode owner
 
     /** One duty cycle: drain commands, progress UCX, run deferred work. Owner thread only. */
     public int progressOnce() {

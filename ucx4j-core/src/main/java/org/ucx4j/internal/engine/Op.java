@@ -213,9 +213,9 @@ public final class Op extends EngineFuture<Long> {
             }
         } else {
             // a dependent may run here (a plain future built from this one, allOf say), and may call back in:
-            // the owner thread's engine counts it as inside a duty cycle (see Engine.stopOnCallerOwner)
+            // a caller-mode owner's engine counts it as inside a duty cycle (see Engine.stopOnCallerOwner)
             Engine en = engine;
-            boolean owner = en != null && en.isOwnerThread();
+            boolean owner = en != null && en.mode == org.ucx4j.ProgressMode.CALLER && en.isOwnerThread();
             if (owner) {
                 en.driving++;
             }
