@@ -138,7 +138,7 @@ public final class Bootstrap {
         } catch (Throwable t) {
             c.abandoned = true;
             if (c.keepOnFailure) {
-                engine.park(c);
+                engine.park(c, p.workerAddress());
             } else {
                 engine.abortEndpoint(c); // created or not: never left open without its connection
             }
@@ -184,6 +184,7 @@ public final class Bootstrap {
                 throw new EOFException("handshake cut short before the peer created its endpoint");
             }
             c.keepOnFailure = false;
+            engine.confirmed(address, c.number);
         } else if (cmp > 0) { // create in the order of the arbiter's numbers
             boolean arrived = false;
             try {

@@ -2480,6 +2480,8 @@ public final class Engine {
         c.state = EndpointCore.CLOSED;
         if (c.parked) {
             TestHooks.parked.decrementAndGet();
+            parked.removeIf(p -> p.endpoint() == c);
+            parkedCount = parked.size();
         }
         byConnId.remove(c.localConnId, c);
         if (c.closedLocally) {
@@ -2579,9 +2581,10 @@ public final class Engine {
      * that UCX pairs with nothing, and over TCP
      * that shifts the transport's own pairing of sockets for every later connection between the two workers
      * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint (where the transport
-     * reports it), which closes it; else the worker's close does.
+     * reports it), which closes it; else the next connection the peer confirms ({@link #confirmed}), or the
+     * worker's close, does.
      */
-    void park(EndpointCore c) {
+    void park(EndpointCore c, byte[] peerAddress) {
         execute(() -> { // after the endpoint's creation, which was queued before
             if (c.state != EndpointCore.OPEN || c.handle == 0) {
                 abortOnOwner(c, null); // never created, or failed meanwhile: nothing to keep
@@ -2589,8 +2592,37 @@ public final class Engine {
             }
             c.parked = true;
             c.closedLocally = true;
+            parked.add(new Parked(c, peerAddress));
+            parkedCount = parked.size();
             TestHooks.parked.incrementAndGet();
             LOG.debug("ucx4j: endpoint {} to {} kept until the peer fills its number", c.number, c.peer);
+        });
+    }
+
+    /** A parked endpoint and the worker address of its peer (owner thread). */
+    private record Parked(EndpointCore endpoint, byte[] peerAddress) {}
+
+    /** Endpoints {@link #park} keeps (owner thread); few, and only after lost handshakes. */
+    private final List<Parked> parked = new ArrayList<>();
+    /** {@code parked.size()} for other threads: {@link #confirmed} queues nothing while it is 0. */
+    private volatile int parkedCount;
+
+    /**
+     * The peer at {@code peerAddress} confirmed it created its endpoint number {@code number} (any thread). It
+     * creates its endpoints to this worker in number order, so every lower number is filled by now: the endpoints
+     * parked for those numbers have their pair and are closed (on transports that report no peer close, shared
+     * memory among them, they would otherwise stay until the worker closes).
+     */
+    void confirmed(byte[] peerAddress, long number) {
+        if (parkedCount == 0) {
+            return;
+        }
+        execute(() -> {
+            for (Parked p : List.copyOf(parked)) {
+                if (p.endpoint().number < number && Arrays.equals(p.peerAddress(), peerAddress)) {
+                    abortOnOwner(p.endpoint(), null); // releases it, which takes it off the list
+                }
+            }
         });
     }
 
