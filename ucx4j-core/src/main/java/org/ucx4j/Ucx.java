@@ -60,7 +60,7 @@ public final class Ucx implements AutoCloseable {
         this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
                 options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos(),
                 hostAllocator(options), options.maxFrames(), options.maxMessageBytes(), options.pullBudget(),
-                options.peerErrorHandling()));
+                options.peerErrorHandling(), (int) options.livenessTimeout().toSeconds()));
     }
 
     /** Opens UCX with ucx4j's defaults. */

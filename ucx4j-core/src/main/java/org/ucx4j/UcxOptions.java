@@ -22,6 +22,7 @@ public final class UcxOptions implements Cloneable {
     private ProgressMode progressMode = ProgressMode.BACKOFF;
     private Duration connectTimeout = Duration.ofSeconds(5);
     private Duration closeTimeout = Duration.ofSeconds(1);
+    private Duration livenessTimeout = Duration.ofSeconds(5);
     private String name = "ucx4j";
     private byte[] secret;
     private java.util.Map<MemoryType, MemoryAllocator> allocators = java.util.Map.of();
@@ -89,6 +90,29 @@ public final class UcxOptions implements Cloneable {
     public UcxOptions withCloseTimeout(Duration timeout) {
         UcxOptions o = copy();
         o.closeTimeout = positive(timeout, "closeTimeout");
+        return o;
+    }
+
+    /**
+     * How long the host of a connection's peer may stay silent before the connection fails (5 s): once the
+     * connection's socket is idle, the kernel probes it (TCP keepalive), and a peer whose machine is gone, or cut off
+     * by the network, stops answering; its endpoint's pending and later operations then fail with
+     * {@link ConnectionResetException}. A busy, paused or collecting peer process still answers (its kernel does),
+     * and a peer process that dies closes the socket at once. UCX's own keepalive does not cover this over TCP: UCX
+     * 1.13 notices such a peer only when TCP gives up retransmitting (about 15 minutes with Linux's defaults).
+     * Whole seconds, from 2 s to one day; where the platform cannot set the probe timing (not Linux or macOS) the
+     * system's keepalive settings apply. Raw endpoints ({@link Ucx#connect(WorkerAddress)}) have no socket and rely
+     * on UCX alone.
+     */
+    public UcxOptions withLivenessTimeout(Duration timeout) {
+        positive(timeout, "livenessTimeout");
+        if (timeout.compareTo(Duration.ofSeconds(2)) < 0 || timeout.compareTo(Duration.ofDays(1)) > 0
+                || timeout.getNano() != 0) {
+            throw new IllegalArgumentException("livenessTimeout must be whole seconds from 2 s to 1 day, got "
+                    + timeout);
+        }
+        UcxOptions o = copy();
+        o.livenessTimeout = timeout;
         return o;
     }
 
@@ -208,11 +232,12 @@ public final class UcxOptions implements Cloneable {
 
     /**
      * UCX peer error handling ({@code UCP_ERR_HANDLING_MODE_PEER}) on every endpoint: on by default, like UCX-Py's
-     * {@code endpoint_error_handling}. With it, UCX itself reports a dead peer (keepalive), also for peers on
-     * other hosts whose machine vanished. Off, UCX may pick transports that cannot report a peer failure (UCX 1.13:
-     * CMA zero-copy for same-host rendezvous and RMA, which error handling rules out), and ucx4j notices a dead
-     * peer only through its connection's socket: a process that dies closes it at once; a host that vanishes is
-     * noticed only when TCP gives up. Both ends of a connection must agree: the handshake refuses a mismatch.
+     * {@code endpoint_error_handling}. With it, UCX itself reports a dead peer (keepalive; on shared memory within
+     * about a second). Off, UCX may pick transports that cannot report a peer failure (UCX 1.13: CMA zero-copy for
+     * same-host rendezvous and RMA, which error handling rules out), and ucx4j notices a dead peer only through its
+     * connection's socket: a process that dies closes it at once; a host that vanishes stops answering its probes
+     * ({@link #withLivenessTimeout}, either way). Both ends of a connection must agree: the handshake refuses a
+     * mismatch.
      * Raw endpoints ({@link Ucx#connect(WorkerAddress)}) have no socket: with this off they rely on the peer
      * closing properly.
      */
@@ -249,6 +274,10 @@ public final class UcxOptions implements Cloneable {
 
     public Duration closeTimeout() {
         return closeTimeout;
+    }
+
+    public Duration livenessTimeout() {
+        return livenessTimeout;
     }
 
     public String name() {

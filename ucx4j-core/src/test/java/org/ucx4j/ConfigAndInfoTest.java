@@ -73,6 +73,19 @@ class ConfigAndInfoTest {
     }
 
     @Test
+    void livenessTimeoutIsWholeSecondsFromTwoToADay() {
+        assertEquals(java.time.Duration.ofSeconds(5), UcxOptions.defaults().livenessTimeout());
+        assertEquals(java.time.Duration.ofSeconds(2),
+                UcxOptions.defaults().withLivenessTimeout(java.time.Duration.ofSeconds(2)).livenessTimeout());
+        for (java.time.Duration bad : List.of(java.time.Duration.ofSeconds(1), java.time.Duration.ofMillis(2500),
+                java.time.Duration.ofDays(2), java.time.Duration.ZERO, java.time.Duration.ofSeconds(-3))) {
+            assertThrows(IllegalArgumentException.class, () -> UcxOptions.defaults().withLivenessTimeout(bad),
+                    bad.toString());
+        }
+        assertThrows(NullPointerException.class, () -> UcxOptions.defaults().withLivenessTimeout(null));
+    }
+
+    @Test
     void transportOptionsGoToTheEnvironmentUcxReadsThemFrom() throws Throwable {
         // POSIX_FIFO_MAX_POLL is no UCP option: UCX 1.13 takes it in ucp_config_modify but never applies it; the
         // process environment, which its interfaces read when they open, does. (A receiver-side knob: the shm

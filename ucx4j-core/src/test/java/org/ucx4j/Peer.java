@@ -22,7 +22,13 @@ final class Peer implements AutoCloseable {
     }
 
     static Peer start(Map<String, String> env, List<String> jvmArgs, String... args) throws IOException {
-        List<String> cmd = new ArrayList<>();
+        return startWith(List.of(), env, jvmArgs, args);
+    }
+
+    /** Starts the JVM through {@code prefix} (a command that runs the rest, such as {@link Hosts#on}). */
+    static Peer startWith(List<String> prefix, Map<String, String> env, List<String> jvmArgs, String... args)
+            throws IOException {
+        List<String> cmd = new ArrayList<>(prefix);
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         String flags = System.getProperty("ucx4j.test.jvm", "--enable-native-access=ALL-UNNAMED");
         for (String f : flags.trim().split("\\s+")) {

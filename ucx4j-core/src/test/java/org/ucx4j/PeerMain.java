@@ -32,6 +32,42 @@ public final class PeerMain {
                     echo(ep);
                 }
             }
+            case "connect-echo-sizes" -> { // echo of every size through serve-echo at HOST PORT, content checked
+                try (Ucx ucx = Ucx.open(opts);
+                        Endpoint ep = ucx.connect(args[1], Integer.parseInt(args[2]), Duration.ofSeconds(30));
+                        Arena a = Arena.ofShared()) {
+                    System.out.println("TRANSPORTS " + ep.transports());
+                    StringBuilder echoed = new StringBuilder();
+                    MemorySegment header = a.allocate(8);
+                    for (long size : new long[] {0, 1, 8, 1 << 10, 64 << 10, 1 << 20, 16 << 20}) {
+                        MemorySegment out = Data.pattern(a, size, 7);
+                        MemorySegment in = a.allocate(Math.max(1, size)).asSlice(0, size);
+                        header.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, size);
+                        ep.send(header, 1);
+                        ep.send(out, 2);
+                        long n = ep.recv(in, 2, Duration.ofSeconds(60));
+                        Data.verify(in.asSlice(0, n), size, 7);
+                        echoed.append(echoed.isEmpty() ? "" : " ").append(size);
+                    }
+                    System.out.println("ECHOED " + echoed);
+                    System.out.flush();
+                }
+            }
+            case "connect-hold-recv" -> { // a receive pending at HOST PORT until it fails (or 60 s pass)
+                try (Ucx ucx = Ucx.open(opts);
+                        Endpoint ep = ucx.connect(args[1], Integer.parseInt(args[2]), Duration.ofSeconds(30))) {
+                    System.out.println("READY");
+                    System.out.flush();
+                    try {
+                        ep.recv(new byte[8], 1, Duration.ofSeconds(60));
+                        System.out.println("RECEIVED");
+                    } catch (UcxException e) {
+                        System.out.println("FAILED " + e.getClass().getName() + " " + e.getMessage());
+                    }
+                    System.out.println("ALIVE " + ep.isAlive());
+                    System.out.flush();
+                }
+            }
             case "connect-hold" -> {
                 try (Ucx ucx = Ucx.open(opts); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]))) {
                     ep.send(new byte[] {42}, 9);

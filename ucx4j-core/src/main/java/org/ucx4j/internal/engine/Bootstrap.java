@@ -15,6 +15,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Consumer;
+import jdk.net.ExtendedSocketOptions;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.ucx4j.UcxException;
@@ -43,7 +44,7 @@ public final class Bootstrap {
             Jfr.ConnectEvent ev = Jfr.beginConnect();
             try {
                 s.setTcpNoDelay(true);
-                s.setKeepAlive(true);
+                keepAlive(s, engine.livenessSeconds);
                 s.connect(new InetSocketAddress(host, port), millis(timeoutNanos));
                 c = engine.newEndpoint(true, peer);
                 open(engine, c, s, deadline);
@@ -104,7 +105,7 @@ public final class Bootstrap {
         Jfr.ConnectEvent ev = Jfr.beginConnect();
         try {
             s.setTcpNoDelay(true);
-            s.setKeepAlive(true);
+            keepAlive(s, engine.livenessSeconds);
             c = engine.newEndpoint(false, peer);
             open(engine, c, s, System.nanoTime() + timeout);
             connected(ev, "accept", peer, c, null);
@@ -175,6 +176,10 @@ public final class Bootstrap {
             if (failed != null) {
                 throw failed;
             }
+            // the confirmation is the handshake's last byte: acknowledged as soon as it is read, not after TCP's
+            // delayed-ack timer, so that the peer's socket goes idle with nothing unacknowledged (its liveness
+            // probes only run then; see keepAlive)
+            quickAck(c.control);
             int confirm = p.in().read();
             if (confirm == Handshake.NOT_CREATED) { // the peer used the number but UCX refused its endpoint
                 c.keepOnFailure = false;
@@ -242,9 +247,41 @@ public final class Bootstrap {
         }
     }
 
+    /**
+     * The socket's liveness probes: once idle, the kernel probes the peer and fails the socket when its host has not
+     * answered for {@code seconds} in all (idle time, then up to three probes); see
+     * {@link org.ucx4j.UcxOptions#withLivenessTimeout}. The kernel probes only a socket with nothing
+     * unacknowledged: data that is never acknowledged is retransmitted instead, for up to ~15 minutes with Linux's
+     * defaults (Java cannot set {@code TCP_USER_TIMEOUT}). The control socket carries only the handshake, whose
+     * last byte is acknowledged at once ({@link #quickAck}), and the goodbye of a close.
+     */
+    static void keepAlive(Socket s, int seconds) throws IOException {
+        s.setKeepAlive(true);
+        if (!s.supportedOptions().contains(ExtendedSocketOptions.TCP_KEEPIDLE)) {
+            return; // the system's keepalive timing applies
+        }
+        int interval = Math.max(1, seconds / 4);
+        int probes = Math.min(3, seconds - 1);
+        s.setOption(ExtendedSocketOptions.TCP_KEEPINTERVAL, interval);
+        s.setOption(ExtendedSocketOptions.TCP_KEEPCOUNT, probes);
+        s.setOption(ExtendedSocketOptions.TCP_KEEPIDLE, Math.max(1, seconds - probes * interval));
+    }
+
+    /** Acknowledge what arrives next at once (Linux; elsewhere a no-op). */
+    private static void quickAck(Socket s) {
+        try {
+            if (s.supportedOptions().contains(ExtendedSocketOptions.TCP_QUICKACK)) {
+                s.setOption(ExtendedSocketOptions.TCP_QUICKACK, true);
+            }
+        } catch (IOException e) {
+            // the read that follows reports a broken socket
+        }
+    }
+
     /** Blocks on the control socket until the peer says goodbye or goes away. */
     private static void watch(Engine engine, EndpointCore c, InputStream in) {
         boolean bye = false;
+        String why = "the peer's socket closed";
         try {
             int b;
             while ((b = in.read()) >= 0) {
@@ -254,9 +291,11 @@ public final class Bootstrap {
                 }
             }
         } catch (IOException e) {
-            // reset, or closed by us
+            // reset, closed by us, or the peer's host stopped answering the liveness probes
+            why = "Connection timed out".equals(e.getMessage()) ? "its host stopped answering for "
+                    + engine.livenessSeconds + " s" : String.valueOf(e.getMessage());
         }
-        engine.peerGone(c, bye);
+        engine.peerGone(c, bye, why);
     }
 
     /** Tells the peer this side closes gracefully (after its sends were flushed). Never throws. */

@@ -61,7 +61,8 @@ public final class Engine {
     /** Engine settings chosen by the API layer. */
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
-            int maxFrames, long maxMessageBytes, long pullBudget, boolean peerErrorHandling) {}
+            int maxFrames, long maxMessageBytes, long pullBudget, boolean peerErrorHandling,
+            int livenessSeconds) {}
 
     final int id;
     final String name;
@@ -111,6 +112,8 @@ public final class Engine {
     final String shmSettings;
     final byte[] secret;
     final long handshakeTimeoutNanos;
+    /** A connection whose peer host stops answering its socket's keepalive probes fails after this long. */
+    final int livenessSeconds;
     /** UCP_ERR_HANDLING_MODE_PEER on every endpoint (both ends of a connection must agree; see Handshake). */
     final boolean peerErrorHandling;
     private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
@@ -130,6 +133,7 @@ public final class Engine {
         this.executor = cfg.executor();
         this.secret = cfg.secret();
         this.handshakeTimeoutNanos = cfg.handshakeTimeoutNanos();
+        this.livenessSeconds = cfg.livenessSeconds();
         this.peerErrorHandling = cfg.peerErrorHandling();
         this.terminatedFuture = new SafeFuture<>(executor);
         this.reqParam = arena.allocate(UCP_REQUEST_PARAM);
@@ -2390,7 +2394,7 @@ public final class Engine {
      * The control socket ended: {@code bye} when the peer closed gracefully, otherwise it died. Messages it sent
      * before are matched first; then what is pending fails with {@link org.ucx4j.ConnectionResetException}.
      */
-    void peerGone(EndpointCore c, boolean bye) {
+    void peerGone(EndpointCore c, boolean bye, String why) {
         if (stopRequested) {
             return;
         }
@@ -2402,7 +2406,7 @@ public final class Engine {
                 // drain what already arrived so receives it satisfies still succeed
             }
             failEndpoint(c, Status.ERR_CONNECTION_RESET,
-                    bye ? "the peer closed the endpoint" : "the peer went away (control connection lost)");
+                    bye ? "the peer closed the endpoint" : "the peer went away (control connection lost: " + why + ")");
             if (!bye) {
                 shmCheck.suspect(c);
             }

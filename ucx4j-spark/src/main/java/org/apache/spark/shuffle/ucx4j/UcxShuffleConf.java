@@ -18,6 +18,7 @@ final class UcxShuffleConf {
     static final String PORT = PREFIX + "port";
     static final String BIND_ADDRESS = PREFIX + "bindAddress";
     static final String CONNECT_TIMEOUT = PREFIX + "connectTimeout";
+    static final String LIVENESS_TIMEOUT = PREFIX + "livenessTimeout";
     static final String PROGRESS_MODE = PREFIX + "progressMode";
     static final String PART_SIZE = PREFIX + "partSize";
     static final String PARTS_IN_FLIGHT = PREFIX + "partsInFlight";
@@ -45,6 +46,11 @@ final class UcxShuffleConf {
 
     Duration connectTimeout() {
         return Duration.ofMillis(conf.getTimeAsMs(CONNECT_TIMEOUT, "10s"));
+    }
+
+    /** A peer executor whose host stops answering is gone after this long ({@link UcxOptions#withLivenessTimeout}). */
+    Duration livenessTimeout() {
+        return Duration.ofSeconds(conf.getTimeAsSeconds(LIVENESS_TIMEOUT, "5s"));
     }
 
     /** Blocks Spark fetches to disk are streamed in parts of this size (the server's setting counts). */
@@ -83,6 +89,7 @@ final class UcxShuffleConf {
         UcxOptions o = UcxOptions.defaults()
                 .withProgressMode(ProgressMode.valueOf(conf.get(PROGRESS_MODE, "backoff").toUpperCase(Locale.ROOT)))
                 .withConnectTimeout(connectTimeout())
+                .withLivenessTimeout(livenessTimeout())
                 .withPullBudget(pullBudget());
         for (Map.Entry<String, String> d : UCX_DEFAULTS.entrySet()) {
             if (!conf.contains(UCX_PREFIX + d.getKey()) && System.getenv("UCX_" + d.getKey()) == null) {
