@@ -163,14 +163,35 @@ class ConfigAndInfoTest {
     void environmentDefaultsAreWhatUcxSees() throws Throwable {
         Map<String, String> d = Ucx.environmentDefaults();
         for (String key : new String[] {"UCX_POSIX_ERROR_HANDLING", "UCX_POSIX_SEG_SIZE", "UCX_ADDRESS_VERSION",
-            "UCX_ALLOC_PRIO"}) {
+            "UCX_ALLOC_PRIO", "UCX_TCP_TX_SEG_SIZE"}) {
             assertEquals(nativeGetenv(key), d.get(key), key);
         }
         if (startupEnv("UCX_POSIX_SEG_SIZE") == null && startupEnv("UCX_ADDRESS_VERSION") == null) {
             assertEquals("32832", d.get("UCX_POSIX_SEG_SIZE"));
             assertEquals("v2", d.get("UCX_ADDRESS_VERSION"));
         }
+        if (startupEnv("UCX_TCP_TX_SEG_SIZE") == null && startupEnv("UCX_TCP_RX_SEG_SIZE") == null) {
+            assertEquals("64K", d.get("UCX_TCP_TX_SEG_SIZE"));
+        }
         assertThrows(UnsupportedOperationException.class, () -> d.put("UCX_TLS", "tcp"));
+    }
+
+    @Test
+    void tcpSendSegmentsKeepToAReceiveSizeTheUserChose() throws Exception {
+        // ucx4j's 64 KiB TCP send segments would exceed a smaller receive segment, which UCX refuses: with
+        // UCX_TCP_RX_SEG_SIZE set, UCX's own send size stays, and TCP works
+        Map<String, String> env = new java.util.HashMap<>(Map.of("UCX_TLS", "tcp", "UCX_TCP_RX_SEG_SIZE", "32K"));
+        env.put("UCX_TCP_TX_SEG_SIZE", null); // as a process started by the user sees it, not this one's child
+        try (Peer p = Peer.start(env, List.of(), "environment-defaults")) {
+            String defaults = p.await("DEFAULTS ");
+            assertTrue(!defaults.contains("UCX_TCP_TX_SEG_SIZE") && defaults.contains("UCX_POSIX_SEG_SIZE"), defaults);
+            assertTrue(p.await("ECHOED ").contains("tcp/"));
+        }
+        env.remove("UCX_TCP_RX_SEG_SIZE");
+        try (Peer p = Peer.start(env, List.of(), "environment-defaults")) {
+            assertTrue(p.await("DEFAULTS ").contains("UCX_TCP_TX_SEG_SIZE=64K"));
+            assertTrue(p.await("ECHOED ").contains("tcp/"));
+        }
     }
 
     /**

@@ -42,7 +42,13 @@ final class Peer implements AutoCloseable {
         cmd.add(PeerMain.class.getName());
         cmd.addAll(List.of(args));
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT);
-        pb.environment().putAll(env);
+        env.forEach((k, v) -> { // a null value: the variable is removed
+            if (v == null) {
+                pb.environment().remove(k);
+            } else {
+                pb.environment().put(k, v);
+            }
+        });
         return new Peer(pb.start());
     }
 

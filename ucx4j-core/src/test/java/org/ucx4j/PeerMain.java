@@ -18,6 +18,21 @@ public final class PeerMain {
                 System.out.println("CAUSE " + Ucx.unavailabilityCause());
             }
             case "close-wake-race" -> closeWakeRace(opts);
+            case "environment-defaults" -> { // the defaults in effect, then whether a connection over TCP works
+                System.out.println("DEFAULTS " + Ucx.environmentDefaults());
+                try (Ucx ucx = Ucx.open(opts); Listener l = ucx.listen(0, PeerMain::echo);
+                        Endpoint ep = ucx.connect("127.0.0.1", l.port()); Arena a = Arena.ofShared()) {
+                    MemorySegment header = a.allocate(8);
+                    MemorySegment out = Data.pattern(a, 1 << 20, 3);
+                    MemorySegment in = a.allocate(1 << 20);
+                    header.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, out.byteSize());
+                    ep.send(header, 1);
+                    ep.send(out, 2);
+                    ep.recv(in, 2, Duration.ofSeconds(30));
+                    Data.verify(in, 1 << 20, 3);
+                    System.out.println("ECHOED " + ep.transports());
+                }
+            }
             case "serve-echo" -> {
                 try (Ucx ucx = Ucx.open(opts); Listener l = ucx.listen(0, PeerMain::echo)) {
                     System.out.println("PORT " + l.port());
