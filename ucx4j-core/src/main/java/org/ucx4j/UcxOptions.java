@@ -100,8 +100,8 @@ public final class UcxOptions implements Cloneable {
      * {@link ConnectionResetException}. A busy, paused or collecting peer process still answers (its kernel does),
      * and a peer process that dies closes the socket at once. UCX's own keepalive does not cover this over TCP: UCX
      * 1.13 notices such a peer only when TCP gives up retransmitting (about 15 minutes with Linux's defaults).
-     * Whole seconds, from 2 s to one day; where the platform cannot set the probe timing (not Linux or macOS) the
-     * system's keepalive settings apply. Raw endpoints ({@link Ucx#connect(WorkerAddress)}) have no socket and rely
+     * Whole seconds, from 2 s to one day; where the JDK cannot set the probe timing ({@code jdk.net}'s
+     * {@code TCP_KEEPIDLE} unsupported) the system's keepalive settings apply. Raw endpoints ({@link Ucx#connect(WorkerAddress)}) have no socket and rely
      * on UCX alone.
      */
     public UcxOptions withLivenessTimeout(Duration timeout) {

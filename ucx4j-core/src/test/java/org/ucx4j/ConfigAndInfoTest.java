@@ -187,7 +187,12 @@ class ConfigAndInfoTest {
             assertTrue(!defaults.contains("UCX_TCP_TX_SEG_SIZE") && defaults.contains("UCX_POSIX_SEG_SIZE"), defaults);
             assertTrue(p.await("ECHOED ").contains("tcp/"));
         }
-        env.remove("UCX_TCP_RX_SEG_SIZE");
+        env.put("UCX_TCP_RX_SEG_SIZE", null);
+        // the same receive size as a UcxOptions transport option (set in the environment when the Ucx opens)
+        try (Peer p = Peer.start(env, List.of(), "environment-defaults", "TCP_RX_SEG_SIZE", "32K")) {
+            assertTrue(p.await("DEFAULTS ").contains("UCX_TCP_TX_SEG_SIZE=8K"));
+            assertTrue(p.await("ECHOED ").contains("tcp/"));
+        }
         try (Peer p = Peer.start(env, List.of(), "environment-defaults")) {
             assertTrue(p.await("DEFAULTS ").contains("UCX_TCP_TX_SEG_SIZE=64K"));
             assertTrue(p.await("ECHOED ").contains("tcp/"));

@@ -2,6 +2,8 @@ package org.ucx4j;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -35,10 +37,16 @@ final class Hosts implements AutoCloseable {
             if (!run("id", "-u").trim().equals("0")) {
                 return "emulated hosts need root (ip netns, unshare)";
             }
-            run("ip", "-V");
-            run("unshare", "--version");
+            String probe = "u4jprobe" + ProcessHandle.current().pid();
+            run("ip", "netns", "add", probe); // needs CAP_SYS_ADMIN (a container without it refuses)
+            try {
+                run("ip", "netns", "exec", probe, "unshare", "--uts", "--ipc", "--", "true");
+            } finally {
+                run("ip", "netns", "del", probe);
+            }
         } catch (IOException e) {
-            return "emulated hosts need iproute2 and util-linux: " + e.getMessage();
+            return "emulated hosts need iproute2, util-linux and the right to create namespaces: "
+                    + e.getMessage();
         }
         return null;
     }
@@ -56,17 +64,35 @@ final class Hosts implements AutoCloseable {
         return h;
     }
 
-    /** Namespaces left by a test JVM that was killed before it could remove them. */
+    /** Namespaces left by a test JVM (this one's pid included: reused) that was killed before it removed them. */
     private static void removeStale() throws IOException {
+        long self = ProcessHandle.current().pid();
         for (String line : run("ip", "netns", "list").lines().toList()) {
             String ns = line.split("\\s+")[0];
             if (ns.matches("u4j\\d+[abr]")) {
                 long owner = Long.parseLong(ns.substring(3, ns.length() - 1));
-                if (ProcessHandle.of(owner).isEmpty()) {
+                if (owner == self || ProcessHandle.of(owner).isEmpty()) {
                     run("ip", "netns", "del", ns);
+                    deleteHostsFile(ns);
                 }
             }
         }
+    }
+
+    /**
+     * The namespace's own {@code /etc/hosts} ({@code ip netns exec} mounts {@code /etc/netns/NS/hosts} over it),
+     * naming its address, so its hostname resolves there as a real host's does (ucx4j's handshake sends it).
+     */
+    private static void writeHostsFile(String ns, String ip) throws IOException {
+        Path dir = Path.of("/etc/netns", ns);
+        Files.createDirectories(dir);
+        Files.writeString(dir.resolve("hosts"), "127.0.0.1 localhost\n" + ip + " " + ns + "\n");
+    }
+
+    private static void deleteHostsFile(String ns) throws IOException {
+        Path dir = Path.of("/etc/netns", ns);
+        Files.deleteIfExists(dir.resolve("hosts"));
+        Files.deleteIfExists(dir);
     }
 
     private void setUp() throws IOException {
@@ -79,6 +105,8 @@ final class Hosts implements AutoCloseable {
         run("ip", "-n", bridge, "link", "set", "br0", "up");
         plug(a, "va", ipA);
         plug(b, "vb", ipB);
+        writeHostsFile(a, ipA);
+        writeHostsFile(b, ipB);
     }
 
     private void plug(String ns, String dev, String ip) throws IOException {
@@ -101,13 +129,15 @@ final class Hosts implements AutoCloseable {
      */
     void awaitAcknowledged(String ns, String port) throws IOException, InterruptedException {
         long until = System.nanoTime() + 5_000_000_000L;
-        while (System.nanoTime() < until) {
-            String out = run("ip", "netns", "exec", ns, "ss", "-tnH", "( dport = :" + port + " )");
+        String out;
+        do {
+            out = run("ip", "netns", "exec", ns, "ss", "-tnH", "( dport = :" + port + " )");
             if (!out.isBlank() && out.lines().allMatch(l -> l.trim().split("\\s+")[2].equals("0"))) {
                 return;
             }
             Thread.sleep(10);
-        }
+        } while (System.nanoTime() < until);
+        throw new IllegalStateException("connections to port " + port + " on " + ns + " never idle: " + out);
     }
 
     /** Host B's cable out (true) or back in: its bridge port goes down, and A's packets to it go nowhere. */
@@ -120,6 +150,7 @@ final class Hosts implements AutoCloseable {
         for (String ns : created) {
             try {
                 run("ip", "netns", "del", ns); // takes its interfaces along
+                deleteHostsFile(ns);
             } catch (IOException e) {
                 System.err.println("could not delete network namespace " + ns + ": " + e.getMessage());
             }
@@ -128,11 +159,13 @@ final class Hosts implements AutoCloseable {
     }
 
     private static String run(String... cmd) throws IOException {
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        Path log = Files.createTempFile("u4j-hosts", ".out");
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
         try {
-            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
-                throw new IOException(String.join(" ", cmd) + " failed: " + out.trim());
+            boolean ended = p.waitFor(30, TimeUnit.SECONDS);
+            String out = Files.readString(log, StandardCharsets.UTF_8);
+            if (!ended || p.exitValue() != 0) {
+                throw new IOException(String.join(" ", cmd) + (ended ? " failed: " : " hung: ") + out.trim());
             }
             return out;
         } catch (InterruptedException e) {
@@ -140,6 +173,7 @@ final class Hosts implements AutoCloseable {
             throw new IOException("interrupted", e);
         } finally {
             p.destroyForcibly();
+            Files.deleteIfExists(log);
         }
     }
 }

@@ -18,10 +18,11 @@ public final class PeerMain {
                 System.out.println("CAUSE " + Ucx.unavailabilityCause());
             }
             case "close-wake-race" -> closeWakeRace(opts);
-            case "environment-defaults" -> { // the defaults in effect, then whether a connection over TCP works
-                System.out.println("DEFAULTS " + Ucx.environmentDefaults());
-                try (Ucx ucx = Ucx.open(opts); Listener l = ucx.listen(0, PeerMain::echo);
+            case "environment-defaults" -> { // [OPTION VALUE]: the defaults in effect once open, then an echo
+                UcxOptions o = args.length > 2 ? opts.with(args[1], args[2]) : opts;
+                try (Ucx ucx = Ucx.open(o); Listener l = ucx.listen(0, PeerMain::echo);
                         Endpoint ep = ucx.connect("127.0.0.1", l.port()); Arena a = Arena.ofShared()) {
+                    System.out.println("DEFAULTS " + Ucx.environmentDefaults());
                     MemorySegment header = a.allocate(8);
                     MemorySegment out = Data.pattern(a, 1 << 20, 3);
                     MemorySegment in = a.allocate(1 << 20);
@@ -51,6 +52,7 @@ public final class PeerMain {
                 try (Ucx ucx = Ucx.open(opts);
                         Endpoint ep = ucx.connect(args[1], Integer.parseInt(args[2]), Duration.ofSeconds(30));
                         Arena a = Arena.ofShared()) {
+                    System.out.println("HOST " + java.net.InetAddress.getLocalHost().getHostName());
                     System.out.println("TRANSPORTS " + ep.transports());
                     StringBuilder echoed = new StringBuilder();
                     MemorySegment header = a.allocate(8);

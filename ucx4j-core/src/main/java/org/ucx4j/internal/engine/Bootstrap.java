@@ -257,14 +257,18 @@ public final class Bootstrap {
      */
     static void keepAlive(Socket s, int seconds) throws IOException {
         s.setKeepAlive(true);
-        if (!s.supportedOptions().contains(ExtendedSocketOptions.TCP_KEEPIDLE)) {
-            return; // the system's keepalive timing applies
+        try {
+            if (!s.supportedOptions().contains(ExtendedSocketOptions.TCP_KEEPIDLE)) {
+                return; // the system's keepalive timing applies
+            }
+            int interval = Math.max(1, seconds / 4);
+            int probes = Math.min(3, seconds - 1);
+            s.setOption(ExtendedSocketOptions.TCP_KEEPINTERVAL, interval);
+            s.setOption(ExtendedSocketOptions.TCP_KEEPCOUNT, probes);
+            s.setOption(ExtendedSocketOptions.TCP_KEEPIDLE, Math.max(1, seconds - probes * interval));
+        } catch (LinkageError e) {
+            // a runtime without the jdk.net module: the system's keepalive timing applies
         }
-        int interval = Math.max(1, seconds / 4);
-        int probes = Math.min(3, seconds - 1);
-        s.setOption(ExtendedSocketOptions.TCP_KEEPINTERVAL, interval);
-        s.setOption(ExtendedSocketOptions.TCP_KEEPCOUNT, probes);
-        s.setOption(ExtendedSocketOptions.TCP_KEEPIDLE, Math.max(1, seconds - probes * interval));
     }
 
     /** Acknowledge what arrives next at once (Linux; elsewhere a no-op). */
@@ -273,8 +277,8 @@ public final class Bootstrap {
             if (s.supportedOptions().contains(ExtendedSocketOptions.TCP_QUICKACK)) {
                 s.setOption(ExtendedSocketOptions.TCP_QUICKACK, true);
             }
-        } catch (IOException e) {
-            // the read that follows reports a broken socket
+        } catch (IOException | LinkageError e) {
+            // the read that follows reports a broken socket; or a runtime without the jdk.net module
         }
     }
 
@@ -292,8 +296,9 @@ public final class Bootstrap {
             }
         } catch (IOException e) {
             // reset, closed by us, or the peer's host stopped answering the liveness probes
-            why = "Connection timed out".equals(e.getMessage()) ? "its host stopped answering for "
-                    + engine.livenessSeconds + " s" : String.valueOf(e.getMessage());
+            why = String.valueOf(e.getMessage()).contains("timed out") ? "its host stopped answering (liveness "
+                    + "probes or retransmissions timed out; liveness timeout " + engine.livenessSeconds + " s)"
+                    : String.valueOf(e.getMessage());
         }
         engine.peerGone(c, bye, why);
     }

@@ -41,6 +41,8 @@ final class EndpointOrder {
         int awaiting;
         /** Tickets that arrived before their turn. */
         final TreeMap<Long, Ticket> pending = new TreeMap<>();
+        /** The highest number the peer confirmed it created an endpoint for (arbiter side); -1: none yet. */
+        long confirmed = -1;
     }
 
     /** By a digest of the peer's worker address (an address can be large; one entry per peer worker, as in UCX). */
@@ -61,6 +63,17 @@ final class EndpointOrder {
     /** Counts an endpoint about to be created to {@code peerAddress} (every path); returns its number. */
     long next(byte[] peerAddress) {
         return peer(peerAddress).created++;
+    }
+
+    /** The peer confirmed it created its endpoint {@code number}, and so every lower one (it creates in order). */
+    void confirmed(byte[] peerAddress, long number) {
+        Peer p = peer(peerAddress);
+        p.confirmed = Math.max(p.confirmed, number);
+    }
+
+    /** Whether the peer has created or filled its endpoint {@code number}, as far as its confirmations tell. */
+    boolean filled(byte[] peerAddress, long number) {
+        return number < peer(peerAddress).confirmed;
     }
 
     /** A handshake with the peer will wait for a ticket (announced before the arbiter may issue it). */

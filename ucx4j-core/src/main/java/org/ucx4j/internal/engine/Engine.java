@@ -2485,7 +2485,6 @@ public final class Engine {
         if (c.parked) {
             TestHooks.parked.decrementAndGet();
             parked.removeIf(p -> p.endpoint() == c);
-            parkedCount = parked.size();
         }
         byConnId.remove(c.localConnId, c);
         if (c.closedLocally) {
@@ -2584,9 +2583,9 @@ public final class Engine {
      * own, which UCX pairs with this one; were this one closed first, the peer's filler would be a new endpoint
      * that UCX pairs with nothing, and over TCP
      * that shifts the transport's own pairing of sockets for every later connection between the two workers
-     * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint (where the transport
-     * reports it), which closes it; else the next connection the peer confirms ({@link #confirmed}), or the
-     * worker's close, does.
+     * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint where the transport
+     * reports it, which closes it; else the next connection the peer confirms ({@link #confirmed}; not for an
+     * endpoint with a TCP lane), or the worker's close, does.
      */
     void park(EndpointCore c, byte[] peerAddress) {
         execute(() -> { // after the endpoint's creation, which was queued before
@@ -2594,36 +2593,40 @@ public final class Engine {
                 abortOnOwner(c, null); // never created, or failed meanwhile: nothing to keep
                 return;
             }
+            boolean tcp = TransportInfo.lanes(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).stream()
+                    .anyMatch(t -> t.startsWith("tcp/"));
             c.parked = true;
             c.closedLocally = true;
-            parked.add(new Parked(c, peerAddress));
-            parkedCount = parked.size();
             TestHooks.parked.incrementAndGet();
+            if (!tcp && order.filled(peerAddress, c.number)) {
+                abortOnOwner(c, null); // a later connection was confirmed first: the filler exists already
+                return;
+            }
+            parked.add(new Parked(c, peerAddress, tcp));
             LOG.debug("ucx4j: endpoint {} to {} kept until the peer fills its number", c.number, c.peer);
         });
     }
 
-    /** A parked endpoint and the worker address of its peer (owner thread). */
-    private record Parked(EndpointCore endpoint, byte[] peerAddress) {}
+    /** A parked endpoint, the worker address of its peer, and whether it has a TCP lane (owner thread). */
+    private record Parked(EndpointCore endpoint, byte[] peerAddress, boolean tcp) {}
 
     /** Endpoints {@link #park} keeps (owner thread); few, and only after lost handshakes. */
     private final List<Parked> parked = new ArrayList<>();
-    /** {@code parked.size()} for other threads: {@link #confirmed} queues nothing while it is 0. */
-    private volatile int parkedCount;
 
     /**
      * The peer at {@code peerAddress} confirmed it created its endpoint number {@code number} (any thread). It
-     * creates its endpoints to this worker in number order, so every lower number is filled by now: the endpoints
-     * parked for those numbers have their pair and are closed (on transports that report no peer close, shared
-     * memory among them, they would otherwise stay until the worker closes).
+     * creates its endpoints to this worker in number order, so every lower number is filled by now: endpoints
+     * parked for those numbers have their pair and are closed. Not those with a TCP lane: over TCP the filler's own
+     * close ends them, and closing one before the filler's wireup arrived here (it travels apart from the
+     * confirmation) would leave that wireup unmatched, which is what parking prevents; they stay until UCX reports
+     * the filler's close or the worker closes. Without this, endpoints on transports that report no peer close
+     * (shared memory among them) would stay until the worker closes too.
      */
     void confirmed(byte[] peerAddress, long number) {
-        if (parkedCount == 0) {
-            return;
-        }
         execute(() -> {
+            order.confirmed(peerAddress, number);
             for (Parked p : List.copyOf(parked)) {
-                if (p.endpoint().number < number && Arrays.equals(p.peerAddress(), peerAddress)) {
+                if (!p.tcp() && p.endpoint().number < number && Arrays.equals(p.peerAddress(), peerAddress)) {
                     abortOnOwner(p.endpoint(), null); // releases it, which takes it off the list
                 }
             }

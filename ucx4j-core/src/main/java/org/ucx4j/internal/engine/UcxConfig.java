@@ -33,6 +33,12 @@ public final class UcxConfig {
                     // a transport option (POSIX_FIFO_SIZE, TCP_...): UCX 1.13 accepts it in ucp_config_modify but
                     // never applies it ("invalid configuration"); its interfaces read it from the environment
                     Ucp.setenv("UCX_" + key, e.getValue(), true);
+                    if (key.equals("TCP_RX_SEG_SIZE") && !hasOption(options, "TCP_TX_SEG_SIZE")
+                            && Ucp.defaultApplied("TCP_TX_SEG_SIZE")) {
+                        // as when the environment sets it: UCX's own send segment, which no receive size refuses
+                        // that UCX's default would not
+                        Ucp.setenv("UCX_TCP_TX_SEG_SIZE", UCX_TCP_TX_SEG_SIZE, true);
+                    }
                     continue;
                 }
                 int st = Ucp.configModify(config, a.allocateFrom(key).address(), a.allocateFrom(e.getValue()).address());
@@ -44,6 +50,13 @@ public final class UcxConfig {
             }
             return config;
         }
+    }
+
+    /** UCX's own TCP send segment size, which ucx4j's default replaces (see LibC.DEFAULTS). */
+    private static final String UCX_TCP_TX_SEG_SIZE = "8K";
+
+    private static boolean hasOption(Map<String, String> options, String key) {
+        return options.keySet().stream().anyMatch(k -> stripPrefix(k).equals(key));
     }
 
     /** The effective UCX configuration ({@code UCX_KEY=value} lines) for these options. */

@@ -48,9 +48,15 @@ final class UcxShuffleConf {
         return Duration.ofMillis(conf.getTimeAsMs(CONNECT_TIMEOUT, "10s"));
     }
 
-    /** A peer executor whose host stops answering is gone after this long ({@link UcxOptions#withLivenessTimeout}). */
+    /**
+     * A peer executor whose host stops answering is gone after this long ({@link UcxOptions#withLivenessTimeout}):
+     * 30 s, longer than ucx4j's 5 s so that a switch failover or a short network outage does not fail fetches and
+     * re-run map stages, and well below {@code spark.network.timeout} (120 s). Rounded up to whole seconds, at
+     * least 2.
+     */
     Duration livenessTimeout() {
-        return Duration.ofSeconds(conf.getTimeAsSeconds(LIVENESS_TIMEOUT, "5s"));
+        long ms = conf.getTimeAsMs(LIVENESS_TIMEOUT, "30s");
+        return Duration.ofSeconds(Math.max(2, (ms + 999) / 1000));
     }
 
     /** Blocks Spark fetches to disk are streamed in parts of this size (the server's setting counts). */
