@@ -22,10 +22,13 @@ import org.ucx4j.Ucx;
 final class PerftestRuns {
     private final String binary;
     private final boolean errModePeer;
+    /** UCX_TLS for ucx_perftest, as the ucx4j side is given it (null: the environment's, or UCX's choice). */
+    private final String tls;
 
-    PerftestRuns(boolean errModePeer) {
+    PerftestRuns(boolean errModePeer, String tls) {
         this.binary = find();
         this.errModePeer = errModePeer;
+        this.tls = tls;
     }
 
     boolean available() {
@@ -118,6 +121,9 @@ final class PerftestRuns {
         // segments...), so both stacks run on the same transport setup
         for (var e : Ucx.environmentDefaults().entrySet()) {
             env.putIfAbsent(e.getKey(), e.getValue());
+        }
+        if (tls != null) {
+            env.put("UCX_TLS", tls);
         }
         return pb.start();
     }

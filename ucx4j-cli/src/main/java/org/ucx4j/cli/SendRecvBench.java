@@ -78,15 +78,16 @@ final class SendRecvBench implements Callable<Integer> {
     private UcxOptions options() {
         UcxOptions o = UcxOptions.defaults().withProgressMode(progressMode())
                 .withPeerErrorHandling(SweepBench.peerErrors(errorHandling));
-        String tls = tls();
+        String tls = tls(transport);
         return tls == null ? o : o.with("TLS", tls);
     }
 
-    private String tls() {
+    /** {@code --transport}: the UCX_TLS it stands for (null: UCX's choice). */
+    static String tls(String transport) {
         return switch (transport) {
             case "auto" -> null;
-            case "tcp" -> "tcp,rdmacm,sockcm";
-            case "shm" -> "shm,tcp,rdmacm,sockcm";
+            case "tcp" -> "tcp";
+            case "shm" -> "shm,tcp";
             default -> throw new IllegalArgumentException("--transport must be auto, shm or tcp");
         };
     }
@@ -111,8 +112,8 @@ final class SendRecvBench implements Callable<Integer> {
                 String.valueOf(window), "--transport", transport, "--progress", progress, "--error-handling",
                 errorHandling);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT);
-        if (tls() != null) {
-            pb.environment().put("UCX_TLS", tls());
+        if (tls(transport) != null) {
+            pb.environment().put("UCX_TLS", tls(transport));
         }
         Process p = pb.start();
         try {

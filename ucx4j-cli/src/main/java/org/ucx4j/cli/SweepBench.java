@@ -57,6 +57,11 @@ final class SweepBench implements Callable<Integer> {
     @Option(names = "--window", defaultValue = "32", description = "outstanding sends in bandwidth/rate mode")
     int window;
 
+    @Option(names = "--transport", defaultValue = "auto",
+            description = "UCX transports for both UCX stacks: auto (UCX's choice: shared memory here), shm, or tcp "
+                    + "(what peers on other hosts without RDMA use)")
+    String transport;
+
     @Option(names = "--error-handling", defaultValue = "peer",
             description = "peer: UCX peer error handling on both stacks (ucx4j's default endpoints, ucx_perftest -e); "
                     + "none: off on both (UCX 1.13 then uses CMA zero-copy on one host)")
@@ -94,7 +99,8 @@ final class SweepBench implements Callable<Integer> {
             }
         }
         boolean peerErrors = peerErrors(errorHandling);
-        PerftestRuns perftest = new PerftestRuns(peerErrors);
+        String tls = SendRecvBench.tls(transport);
+        PerftestRuns perftest = new PerftestRuns(peerErrors, tls);
         List<String> active = new ArrayList<>();
         for (String s : stacks) {
             if (!List.of("ucx4j", "perftest", "nio").contains(s)) {
@@ -130,8 +136,9 @@ final class SweepBench implements Callable<Integer> {
                 return 1;
             }
             String[] p = line.split(" ");
-            try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(SendRecvBench.progressMode(progress))
-                    .withPeerErrorHandling(peerErrors).withName("sweep-client"));
+            UcxOptions client = UcxOptions.defaults().withProgressMode(SendRecvBench.progressMode(progress))
+                    .withPeerErrorHandling(peerErrors).withName("sweep-client");
+            try (Ucx ucx = Ucx.open(tls == null ? client : client.with("TLS", tls));
                     Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p[1]), Duration.ofSeconds(30));
                     SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
                 settleJit(apiKind, ucx, ep, nio, active, sz);
@@ -193,6 +200,8 @@ final class SweepBench implements Callable<Integer> {
                 + (UcxRuns.Api.parse(api) == UcxRuns.Api.RMA
                         ? "; memory allocated by UCX, posix first (UCX_ALLOC_PRIO)" : "")
                 + (peerErrors(errorHandling) ? "" : "; no peer error handling on either stack")
+                + (SendRecvBench.tls(transport) == null ? "" : "; UCX_TLS=" + SendRecvBench.tls(transport)
+                        + " on both UCX stacks")
                 + (pullBudget == null ? "" : "; ucx4j pull budget " + pullBudget)
                 + "\nboth UCX stacks: " + String.join(" ", Ucx.environmentDefaults().entrySet().stream()
                         .map(e -> e.getKey() + "=" + e.getValue()).toList());
@@ -306,7 +315,7 @@ final class SweepBench implements Callable<Integer> {
 
     private Process startServer() throws Exception {
         List<String> cmd = new ArrayList<>(Main.selfCommand("bench", "sweep-server", "--error-handling",
-                errorHandling, "--progress", progress));
+                errorHandling, "--progress", progress, "--transport", transport));
         if (pullBudget != null) {
             cmd.addAll(List.of("--pull-budget", pullBudget));
         }
@@ -325,11 +334,18 @@ final class SweepBench implements Callable<Integer> {
         @Option(names = "--progress", defaultValue = "caller")
         String progress;
 
+        @Option(names = "--transport", defaultValue = "auto")
+        String transport;
+
         @Override
         public Integer call() throws Exception {
             ProgressMode mode = SendRecvBench.progressMode(progress);
             UcxOptions o = UcxOptions.defaults().withProgressMode(mode)
                     .withPeerErrorHandling(peerErrors(errorHandling)).withName("sweep-server");
+            String tls = SendRecvBench.tls(transport);
+            if (tls != null) {
+                o = o.with("TLS", tls);
+            }
             if (pullBudget != null) {
                 o = o.withPullBudget(Measurement.parseSize(pullBudget));
             }
