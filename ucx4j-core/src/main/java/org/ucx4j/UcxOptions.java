@@ -99,10 +99,10 @@ public final class UcxOptions implements Cloneable {
      * by the network, stops answering; its endpoint's pending and later operations then fail with
      * {@link ConnectionResetException}. A busy, paused or collecting peer process still answers (its kernel does),
      * and a peer process that dies closes the socket at once. UCX's own keepalive does not cover this over TCP: UCX
-     * 1.13 notices such a peer only when TCP gives up retransmitting (about 15 minutes with Linux's defaults).
-     * Whole seconds, from 2 s to one day; where the JDK cannot set the probe timing ({@code jdk.net}'s
-     * {@code TCP_KEEPIDLE} unsupported) the system's keepalive settings apply. Raw endpoints ({@link Ucx#connect(WorkerAddress)}) have no socket and rely
-     * on UCX alone.
+     * (1.13 to 1.20) notices such a peer only when TCP gives up retransmitting (about 15 minutes with Linux's
+     * defaults). Whole seconds, from 2 s to one day; where the JDK cannot set the probe timing ({@code jdk.net}'s
+     * {@code TCP_KEEPIDLE} unsupported) the system's keepalive settings apply. Raw endpoints
+     * ({@link Ucx#connect(WorkerAddress)}) have no socket and rely on UCX alone.
      */
     public UcxOptions withLivenessTimeout(Duration timeout) {
         positive(timeout, "livenessTimeout");

@@ -35,8 +35,8 @@ public final class UcxConfig {
                     Ucp.setenv("UCX_" + key, e.getValue(), true);
                     if (key.equals("TCP_RX_SEG_SIZE") && !hasOption(options, "TCP_TX_SEG_SIZE")
                             && Ucp.defaultApplied("TCP_TX_SEG_SIZE")) {
-                        // as when the environment sets it: UCX's own send segment, which no receive size refuses
-                        // that UCX's default would not
+                        // as when the environment sets the receive size: UCX's own send segment, not ucx4j's 64 KiB,
+                        // which a smaller receive segment would make UCX refuse
                         Ucp.setenv("UCX_TCP_TX_SEG_SIZE", UCX_TCP_TX_SEG_SIZE, true);
                     }
                     continue;
