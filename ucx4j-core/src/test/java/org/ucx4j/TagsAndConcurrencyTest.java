@@ -123,7 +123,7 @@ class TagsAndConcurrencyTest {
             }
             // the later connections confirmed that the other side filled the lost numbers: the kept endpoints
             // are closed then, not left until the worker closes (shared memory reports no peer close); those with
-            // a TCP lane stay (see Engine.confirmed)
+            // a TCP lane stay (see Connections.confirmed)
             if (!"tcp".equals(ConfigAndInfoTest.startupEnv("UCX_TLS"))) {
                 Data.eventually(() -> org.ucx4j.internal.engine.TestHooks.parkedEndpoints() == parkedBefore);
             }

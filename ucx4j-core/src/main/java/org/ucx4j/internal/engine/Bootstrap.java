@@ -46,17 +46,17 @@ public final class Bootstrap {
                 s.setTcpNoDelay(true);
                 keepAlive(s, engine.livenessSeconds);
                 s.connect(new InetSocketAddress(host, port), millis(timeoutNanos));
-                c = engine.newEndpoint(true, peer);
+                c = engine.connections.newEndpoint(true, peer);
                 open(engine, c, s, deadline);
                 connected(ev, "connect", peer, c, null);
                 if (!f.complete(c)) {
-                    engine.abortEndpoint(c); // the caller gave up
+                    engine.connections.abortEndpoint(c); // the caller gave up
                 }
             } catch (Throwable t) {
                 connected(ev, "connect", peer, c, t);
                 closeQuietly(s);
                 if (c != null) {
-                    engine.discard(c);
+                    engine.connections.discard(c);
                 }
                 f.completeExceptionally(mapConnectError(t, peer, timeoutNanos));
             }
@@ -76,7 +76,7 @@ public final class Bootstrap {
             throw e;
         }
         ListenerCore l = new ListenerCore(engine, onConnection, ss);
-        engine.track(l);
+        engine.connections.track(l);
         Thread.ofVirtual().name("ucx4j-accept-" + l.port()).start(() -> acceptLoop(engine, l));
         return l;
     }
@@ -106,20 +106,20 @@ public final class Bootstrap {
         try {
             s.setTcpNoDelay(true);
             keepAlive(s, engine.livenessSeconds);
-            c = engine.newEndpoint(false, peer);
+            c = engine.connections.newEndpoint(false, peer);
             open(engine, c, s, System.nanoTime() + timeout);
             connected(ev, "accept", peer, c, null);
         } catch (Throwable t) {
             connected(ev, "accept", peer, c, t);
             closeQuietly(s);
             if (c != null) {
-                engine.discard(c);
+                engine.connections.discard(c);
             }
             LOG.warn("ucx4j: rejected incoming connection from {}: {}", peer, t.getMessage());
             return;
         }
         if (l.isClosed()) {
-            engine.abortEndpoint(c);
+            engine.connections.abortEndpoint(c);
             return;
         }
         l.onConnection.accept(c);
@@ -139,9 +139,9 @@ public final class Bootstrap {
         } catch (Throwable t) {
             c.abandoned = true;
             if (c.keepOnFailure) {
-                engine.park(c, p.workerAddress());
+                engine.connections.park(c, p.workerAddress());
             } else {
-                engine.abortEndpoint(c); // created or not: never left open without its connection
+                engine.connections.abortEndpoint(c); // created or not: never left open without its connection
             }
             throw t;
         }
@@ -162,7 +162,7 @@ public final class Bootstrap {
             // peer's filler to pair with; unless UCX refused to create it, which the peer is told
             c.keepOnFailure = true;
             try {
-                await(engine.attach(c, address, Engine.NO_TICKET), deadline);
+                await(engine.connections.attach(c, address, Connections.NO_TICKET), deadline);
             } catch (UcxException e) {
                 c.keepOnFailure = false;
                 failed = e; // the peer still learns the number UCX used, and why
@@ -189,11 +189,11 @@ public final class Bootstrap {
                 throw new EOFException("handshake cut short before the peer created its endpoint");
             }
             c.keepOnFailure = false;
-            engine.confirmed(address, c.number);
+            engine.connections.confirmed(address, c.number);
         } else if (cmp > 0) { // create in the order of the arbiter's numbers
             boolean arrived = false;
             try {
-                await(engine.expectTicket(address), deadline);
+                await(engine.connections.expectTicket(address), deadline);
                 p.out().writeByte(Handshake.READY);
                 p.out().flush();
                 if (TestHooks.dropEndpointNumber(false)) {
@@ -209,7 +209,7 @@ public final class Bootstrap {
                     c.abandoned = true; // the number is used all the same
                 }
                 try {
-                    await(engine.attach(c, address, number), deadline);
+                    await(engine.connections.attach(c, address, number), deadline);
                 } catch (UcxException e) {
                     if (refused.isEmpty()) { // the number is used: the arbiter closes its endpoint, keeps nothing
                         p.out().writeByte(Handshake.NOT_CREATED);
@@ -225,11 +225,11 @@ public final class Bootstrap {
                 p.out().flush();
             } finally {
                 if (!arrived) {
-                    engine.ticketLost(address);
+                    engine.connections.ticketLost(address);
                 }
             }
         } else { // the same worker: UCX connects each endpoint to itself, no pairing
-            await(engine.attach(c, address, Engine.NO_TICKET), deadline);
+            await(engine.connections.attach(c, address, Connections.NO_TICKET), deadline);
         }
     }
 
@@ -300,7 +300,7 @@ public final class Bootstrap {
                     + "probes or retransmissions timed out; liveness timeout " + engine.livenessSeconds + " s)"
                     : String.valueOf(e.getMessage());
         }
-        engine.peerGone(c, bye, why);
+        engine.connections.peerGone(c, bye, why);
     }
 
     /** Tells the peer this side closes gracefully (after its sends were flushed). Never throws. */

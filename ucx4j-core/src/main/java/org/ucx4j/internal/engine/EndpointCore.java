@@ -50,10 +50,10 @@ public final class EndpointCore {
     volatile boolean abandoned;
     /**
      * The arbiter's endpoint of a handshake lost before the peer confirmed its own: kept open, unused, until the
-     * peer's filler closes it (a UCX error here) or the worker closes ({@link Engine#park}).
+     * peer's filler closes it (a UCX error here) or the worker closes ({@link Connections#park}).
      */
     boolean parked; // owner thread
-    /** Its handshake failed where the peer may still fill its number: kept rather than closed ({@link Engine#park}). */
+    /** Its handshake failed where the peer may still fill its number: kept rather than closed ({@link Connections#park}). */
     volatile boolean keepOnFailure;
     long peerPid;
     String peerHost;

@@ -8,32 +8,29 @@ import static org.ucx4j.internal.ffi.Structs.*;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandles;
-import java.net.Inet4Address;
-import java.net.Inet6Address;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.UnknownHostException;
-import java.nio.ByteOrder;
+import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.ucx4j.CanceledException;
-import org.ucx4j.ConfigException;
 import org.ucx4j.EndpointClosedException;
 import org.ucx4j.ProgressMode;
 import org.ucx4j.UcxException;
 import org.ucx4j.UcxTimeoutException;
-import org.ucx4j.UnreachableException;
 import org.ucx4j.internal.ffi.NativeAccess;
 import org.ucx4j.internal.ffi.Status;
 import org.ucx4j.internal.ffi.Ucp;
@@ -46,10 +43,6 @@ import org.ucx4j.internal.ffi.Ucp;
  */
 public final class Engine {
     private static final Logger LOG = LoggerFactory.getLogger(Engine.class);
-    private static final ValueLayout.OfShort NET_SHORT = JAVA_SHORT.withOrder(ByteOrder.BIG_ENDIAN);
-    private static final int HELLO_SIZE = 32;
-    private static final int HELLO_MAGIC = 0x34584355; // "UCX4" little-endian
-    public static final int PROTOCOL_VERSION = 1;
     /** Idle turns that poll again at once, then with a spin-wait hint, then yield, then sleep on the event fd. */
     private static final int HOT_SPINS = 1_000;
     private static final int SPINS = 4_000;
@@ -74,14 +67,14 @@ public final class Engine {
     private final OpQueue queue = new OpQueue();
     private volatile boolean sleeping;
     /** Threads inside {@link #wake}; the worker is destroyed only once none is and no new one can signal it. */
-    private final java.util.concurrent.atomic.AtomicInteger waking = new java.util.concurrent.atomic.AtomicInteger();
+    private final AtomicInteger waking = new AtomicInteger();
     private volatile boolean wakesClosed;
     volatile boolean stopRequested;
     private volatile boolean terminated;
     private final SafeFuture<Void> terminatedFuture;
     private volatile Thread owner;
     /** {@link #owner} written with release semantics by borrowers (no fence on their hot path). */
-    private static final java.lang.invoke.VarHandle OWNER;
+    private static final VarHandle OWNER;
 
     static {
         try {
@@ -95,19 +88,18 @@ public final class Engine {
     // ---- owner-thread state
     /** Operations UCX holds a request for, by the slot their callback names. */
     final OpSlots slots = new OpSlots();
-    EndpointCore[] eps = new EndpointCore[64];
-    private final java.util.Set<ListenerCore> listeners = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** The endpoints: creation order, failure, close and release. */
+    final Connections connections;
     /** Work for after the current progress call (owner thread): upcalls must not call back into UCX. */
     final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
     /** Active messages in: inboxes, rendezvous pulls, handlers (owner thread). */
     final AmReceiver amReceiver;
     final MemorySegment reqParam;
-    private final MemorySegment lenOut, pollfd, scratch, epParams;
+    private final MemorySegment lenOut, pollfd, scratch;
     /** Owner thread: staging for short active messages sent inside the call. */
     private final MemorySegment sendScratch;
-    private final java.util.concurrent.atomic.AtomicInteger connIds = new java.util.concurrent.atomic.AtomicInteger(1);
     private final byte[] workerAddress;
-    private final SharedMemoryCheck shmCheck;
+    final SharedMemoryCheck shmCheck;
     /** The shared-memory settings UCX needs equal on both sides of a same-host connection (see Handshake). */
     final String shmSettings;
     final byte[] secret;
@@ -117,9 +109,6 @@ public final class Engine {
     /** UCP_ERR_HANDLING_MODE_PEER on every endpoint (both ends of a connection must agree; see Handshake). */
     final boolean peerErrorHandling;
     private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
-    /** Endpoints by local connection id, from before the handshake: active messages find their endpoint here. */
-    final java.util.concurrent.ConcurrentHashMap<Integer, EndpointCore> byConnId =
-            new java.util.concurrent.ConcurrentHashMap<>();
     /** Live remote keys and memory registrations (owner thread), released before the worker and context go. */
     private final Registrations registrations;
     private int idle;
@@ -140,8 +129,8 @@ public final class Engine {
         this.lenOut = arena.allocate(JAVA_LONG);
         this.pollfd = arena.allocate(8);
         this.scratch = arena.allocate(256, 16);
-        this.epParams = arena.allocate(UCP_EP_PARAMS);
         this.sendScratch = arena.allocate(1024, 16);
+        this.connections = new Connections(this, arena);
         int[] version = Ucp.version();
         this.recvInfoAtOnce = version[0] > 1 || version[1] >= 16;
         long ctx = 0, wrk = 0;
@@ -1041,7 +1030,7 @@ public final class Engine {
         }
         try {
             return timeoutNanos < 0 ? f.get() : f.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-        } catch (java.util.concurrent.TimeoutException e) {
+        } catch (TimeoutException e) {
             if (f.cancel(false)) {
                 throw new UcxTimeoutException(what + " timed out after " + TimeUnit.NANOSECONDS.toMillis(timeoutNanos)
                         + " ms (" + Status.name(Status.ERR_TIMED_OUT) + ")", Status.ERR_TIMED_OUT);
@@ -1054,7 +1043,7 @@ public final class Engine {
             }
             throw new CanceledException(what + " interrupted (" + Status.name(Status.ERR_CANCELED) + ")",
                     Status.ERR_CANCELED, e);
-        } catch (java.util.concurrent.ExecutionException e) {
+        } catch (ExecutionException e) {
             if (e.getCause() instanceof RuntimeException u) {
                 throw u;
             }
@@ -1107,7 +1096,7 @@ public final class Engine {
     }
 
     /** Runs a task on the owner thread; if it throws, or the worker closes first, {@code f} fails. */
-    private void executeFor(SafeFuture<?> f, Runnable task) {
+    void executeFor(SafeFuture<?> f, Runnable task) {
         Op op = new Op(this);
         op.kind = Op.TASK;
         op.what = "task";
@@ -1252,7 +1241,7 @@ public final class Engine {
 
     private void addPolled(Op op) {
         if (polledCount == polledOps.length) {
-            polledOps = java.util.Arrays.copyOf(polledOps, polledCount * 2);
+            polledOps = Arrays.copyOf(polledOps, polledCount * 2);
         }
         polledOps[polledCount++] = op;
     }
@@ -1264,6 +1253,13 @@ public final class Engine {
                 polledOps[polledCount] = null;
                 return;
             }
+        }
+    }
+
+    /** {@link #testPolled} if there are any (owner thread): after a cancel UCX may have completed some silently. */
+    void testPolledNow() {
+        if (polledCount != 0) {
+            testPolled();
         }
     }
 
@@ -1379,13 +1375,13 @@ public final class Engine {
      * hands it over at the top of its next duty cycle. LENT: the borrower owns it ({@link #owner}). RETURNED: nobody
      * drives it; the progress thread (parked) takes it back when it wakes, unless a borrower takes it first.
      */
-    private final java.util.concurrent.atomic.AtomicInteger lend = new java.util.concurrent.atomic.AtomicInteger();
+    private final AtomicInteger lend = new AtomicInteger();
     /**
      * The thread waiting for the progress thread to hand the worker over (REQUESTED; taken with a CAS: one at a
      * time, others wait the ordinary way). A worker nobody drives (RETURNED) is taken without it.
      */
-    private final java.util.concurrent.atomic.AtomicReference<Thread> borrower =
-            new java.util.concurrent.atomic.AtomicReference<>();
+    private final AtomicReference<Thread> borrower =
+            new AtomicReference<>();
     /** How long the progress thread naps between checks while the worker is lent or returned. */
     private static final long LENT_NAP_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     /** A borrower's wait for the hand-over: spins, then naps (the progress thread unparks it). */
@@ -1735,7 +1731,7 @@ public final class Engine {
         }
     }
 
-    private void dispatch(Op op) {
+    void dispatch(Op op) {
         if (op.done) {
             return;
         }
@@ -1754,7 +1750,7 @@ public final class Engine {
         post(op);
     }
 
-    private void post(Op op) {
+    void post(Op op) {
         Thread me = Thread.currentThread();
         if (me != progressThread && TestHooks.lastPoster != me) { // for tests: the progress thread's own posts,
             TestHooks.lastPoster = me;                             // the common case, write nothing
@@ -1965,7 +1961,7 @@ public final class Engine {
         }
     }
 
-    private void failNow(Op op, UcxException e) {
+    void failNow(Op op, UcxException e) {
         freeOwned(op);
         op.finish(0, 0, e);
     }
@@ -2145,25 +2141,11 @@ public final class Engine {
             }
         } else if (op.ep != null) {
             // UCX cannot cancel a send (or a stream receive) in flight: abort the endpoint, which purges it
-            abortOnOwner(op.ep, null);
+            connections.abortOnOwner(op.ep, null);
         }
     }
 
     // ---- upcalls: run on the owner thread inside ucp_worker_progress; never throw
-
-    /** UCX reported an error on the endpoint in slot {@code slot} (an upcall): handled after the progress call. */
-    void endpointError(int slot, long ep, int status) {
-        EndpointCore c = eps[slot];
-        if (c != null && c.handle == ep) {
-            deferred.add(() -> {
-                boolean open = c.state == EndpointCore.OPEN;
-                failEndpoint(c, status, "UCX reported an endpoint error");
-                if (open && !c.parked) { // the peer died (not a close already under way)
-                    shmCheck.suspect(c);
-                }
-            });
-        }
-    }
 
     /** An operation's callback (an upcall): completes the op in {@code slot} unless it is no longer there. */
     void completeSlot(int slot, long request, int status, long length, long tag) {
@@ -2201,342 +2183,17 @@ public final class Engine {
 
     /** A raw endpoint (no handshake, tags as given) to a worker address. */
     public SafeFuture<EndpointCore> attachRaw(byte[] address) {
-        EndpointCore c = newEndpoint(true, "worker-address:" + Integer.toHexString(java.util.Arrays.hashCode(address)));
-        c.raw = true;
-        return attach(c, address, NO_TICKET);
-    }
-
-    /** A new endpoint record with a fresh connection id (any thread). */
-    EndpointCore newEndpoint(boolean client, String peer) {
-        int id = connIds.getAndIncrement() & 0x7fffffff;
-        if (id == 0) {
-            id = connIds.getAndIncrement() & 0x7fffffff;
-        }
-        EndpointCore c = new EndpointCore(this, id, client, peer);
-        byConnId.put(id, c);
-        return c;
-    }
-
-    /** Forgets an endpoint whose connection never opened. */
-    void discard(EndpointCore c) {
-        byConnId.remove(c.localConnId, c);
-    }
-
-    /** {@link #attach}: create the endpoint now (raw endpoints, loopback, and the arbiter's side of a pair). */
-    static final long NO_TICKET = -1;
-
-    /**
-     * Creates the UCX endpoint to the peer's worker address (peer error handling as configured) and opens {@code c}:
-     * at once with {@link #NO_TICKET} (the endpoint's number is then in {@link EndpointCore#number}), else when
-     * {@code ticket} comes up in this worker's {@link EndpointOrder} with the peer.
-     */
-    SafeFuture<EndpointCore> attach(EndpointCore c, byte[] peerAddress, long ticket) {
-        SafeFuture<EndpointCore> f = new SafeFuture<>(executor);
-        executeFor(f, () -> {
-            EndpointOrder.Ticket t = new EndpointOrder.Ticket(c, peerAddress, f);
-            if (ticket == NO_TICKET) {
-                if (stopRequested) { // the worker is closing: no endpoint after its sweep
-                    f.completeExceptionally(closedError("connect"));
-                    return;
-                }
-                creator.create(t);
-            } else {
-                order.arrived(ticket, MAX_ENDPOINTS_PER_PEER, t, creator);
-            }
-        });
-        return f;
-    }
-
-    /** A handshake with the worker at {@code peerAddress} will wait for its ticket (see {@link EndpointOrder}). */
-    SafeFuture<Void> expectTicket(byte[] peerAddress) {
-        SafeFuture<Void> f = new SafeFuture<>(executor);
-        executeFor(f, () -> {
-            order.expect(peerAddress);
-            f.complete(null);
-        });
-        return f;
-    }
-
-    /** A handshake announced with {@link #expectTicket} failed before its ticket arrived. */
-    void ticketLost(byte[] peerAddress) {
-        execute(() -> order.lost(peerAddress, creator));
-    }
-
-    private final EndpointOrder order = new EndpointOrder();
-
-    private final EndpointOrder.Creator creator = new EndpointOrder.Creator() {
-        @Override
-        public void create(EndpointOrder.Ticket t) {
-            EndpointCore c = t.endpoint();
-            // its handshake gave up waiting: the number is used all the same (an arbiter's endpoint is created
-            // instead, for park to keep for the peer's filler)
-            if (c.abandoned && !c.keepOnFailure) {
-                fill(t.peerAddress());
-                t.future().completeExceptionally(closedError("connect"));
-                return;
-            }
-            try {
-                createEndpoint(c, t.peerAddress());
-                if (!c.raw && Arrays.equals(t.peerAddress(), workerAddress)) {
-                    c.loopback = true;
-                    linkLoopback(c);
-                }
-                t.future().complete(c);
-            } catch (Throwable e) {
-                t.future().completeExceptionally(e);
-            }
-        }
-
-        @Override
-        public void fill(byte[] peerAddress) {
-            EndpointCore unused = new EndpointCore(Engine.this, 0, true, "unused endpoint number");
-            try {
-                createEndpoint(unused, peerAddress);
-                abortOnOwner(unused, null);
-            } catch (UcxException e) {
-                LOG.debug("ucx4j: could not fill an unused endpoint number: {}", e.getMessage());
-            }
-        }
-    };
-
-    /** UCX's per-peer endpoint numbers are 16 bits, the last one meaning "unnumbered" (refused with streams on). */
-    static final long MAX_ENDPOINTS_PER_PEER = 65535;
-
-    /** {@code ucp_ep_create} to {@code peerAddress} for {@code c}, counted in {@link #order}; owner thread. */
-    private void createEndpoint(EndpointCore c, byte[] peerAddress) {
-        c.number = order.next(peerAddress); // first: UCX numbers the endpoint even if creating it fails
-        long addr = Ucp.malloc(peerAddress.length);
-        try {
-            MemorySegment.copy(peerAddress, 0, NativeAccess.view(addr, peerAddress.length), JAVA_BYTE, 0,
-                    peerAddress.length);
-            int slot = allocEndpointSlot(c);
-            epParams.fill((byte) 0);
-            epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
-                    | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-            epParams.set(JAVA_LONG, EP_ADDRESS, addr);
-            epParams.set(JAVA_INT, EP_ERR_MODE,
-                    peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
-            epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Upcalls.EP_ERROR.address());
-            epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, Upcalls.userData(id, slot));
-            int st = Ucp.epCreate(worker, epParams.address(), lenOut.address());
-            if (st != Status.OK) {
-                eps[slot] = null;
-                if (st == Status.ERR_EXCEEDS_LIMIT && c.number >= MAX_ENDPOINTS_PER_PEER) {
-                    throw new UnreachableException("create endpoint to " + c.peer + ": UCX numbers the endpoints "
-                            + "between two workers with 16 bits, and these two have created all "
-                            + MAX_ENDPOINTS_PER_PEER + " over their lifetime; a new Ucx (a new worker) on either "
-                            + "side can connect again (" + Status.name(st) + ")", st);
-                }
-                throw UcxException.of(st, "create endpoint to " + c.peer);
-            }
-            c.handle = lenOut.get(JAVA_LONG, 0);
-            c.state = EndpointCore.OPEN;
-        } finally {
-            Ucp.free(addr);
-        }
-    }
-
-    /** Pairs the two open ends of a loopback connection and starts the stream receives that waited for that. */
-    private void linkLoopback(EndpointCore c) {
-        EndpointCore t = byConnId.get(c.peerConnId);
-        if (t == null || !t.loopback || t.state != EndpointCore.OPEN || t.peerConnId != c.localConnId) {
-            return; // the other end opens later (and links then), or is already gone (and this end fails soon)
-        }
-        c.twin = t;
-        t.twin = c;
-        startWaitingForTwin(c);
-        startWaitingForTwin(t);
-    }
-
-    private void startWaitingForTwin(EndpointCore c) {
-        Op op;
-        while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
-            dispatch(op);
-        }
-    }
-
-    /**
-     * One end of a loopback connection goes: the other end's stream receives were posted on this end's UCX
-     * endpoint, which is about to close, so the other end fails now (as it would when its peer says goodbye), and
-     * stream receives still waiting for this end to open fail.
-     */
-    private void unlinkLoopback(EndpointCore c) {
-        EndpointCore t = c.twin;
-        if (t != null) {
-            c.twin = null;
-            t.twin = null;
-            failEndpoint(t, Status.ERR_CONNECTION_RESET, c.failure == null ? "the peer closed the endpoint"
-                    : "the peer endpoint failed");
-        }
-        Op op;
-        while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
-            UcxException e = c.unusable(op.what);
-            failNow(op, e != null ? e : closedError(op.what));
-        }
-    }
-
-    private int allocEndpointSlot(EndpointCore c) {
-        for (int i = 0; i < eps.length; i++) {
-            if (eps[i] == null) {
-                eps[i] = c;
-                c.slot = i;
-                return i;
-            }
-        }
-        int s = eps.length;
-        eps = Arrays.copyOf(eps, s * 2);
-        eps[s] = c;
-        c.slot = s;
-        return s;
-    }
-
-    /**
-     * The control socket ended: {@code bye} when the peer closed gracefully, otherwise it died. Messages it sent
-     * before are matched first; then what is pending fails with {@link org.ucx4j.ConnectionResetException}.
-     */
-    void peerGone(EndpointCore c, boolean bye, String why) {
-        if (stopRequested) {
-            return;
-        }
-        execute(() -> {
-            if (c.state != EndpointCore.OPEN) {
-                return; // closing or closed locally, or already failed
-            }
-            for (int i = 0; i < 1000 && Ucp.workerProgress(worker) != 0; i++) {
-                // drain what already arrived so receives it satisfies still succeed
-            }
-            failEndpoint(c, Status.ERR_CONNECTION_RESET,
-                    bye ? "the peer closed the endpoint" : "the peer went away (control connection lost: " + why + ")");
-            if (!bye) {
-                shmCheck.suspect(c);
-            }
-        });
-    }
-
-    void track(ListenerCore l) {
-        listeners.add(l);
-    }
-
-    void untrack(ListenerCore l) {
-        listeners.remove(l);
-    }
-
-    // ---- endpoint failure / close (owner thread)
-
-    private void failEndpoint(EndpointCore c, int status, String why) {
-        if (c.state == EndpointCore.CLOSED || c.state == EndpointCore.FAILED) {
-            return;
-        }
-        UcxException cause = UcxException.of(status, "connection to " + c.peer + " lost: " + why);
-        c.failure = cause;
-        LOG.debug("ucx4j: endpoint {} failed: {}", c, cause.getMessage());
-        abortOnOwner(c, cause);
-    }
-
-    /** Cancels what is pending on the endpoint and force-closes it (owner thread). */
-    void abortOnOwner(EndpointCore c, UcxException cause) {
-        if (c.state == EndpointCore.CLOSED || c.handle == 0 || c.state == EndpointCore.FAILED) {
-            return;
-        }
-        if (cause == null) {
-            c.closedLocally = true;
-        }
-        c.state = EndpointCore.FAILED;
-        cancelPending(c);
-        if (c.loopback) {
-            unlinkLoopback(c);
-        }
-        amReceiver.endpointGone(c, cause == null);
-        Op close = new Op(this);
-        close.kind = Op.CLOSE;
-        close.what = "close";
-        close.ep = c;
-        close.whenComplete((v, e) -> releaseEndpoint(c));
-        post(close);
-    }
-
-    private void cancelPending(EndpointCore c) {
-        for (Op op = c.pendingHead; op != null; op = op.pendingNext) {
-            if (op.request != 0) {
-                Ucp.requestCancel(worker, op.request);
-            }
-        }
-        if (polledCount != 0) {
-            testPolled(); // the polled ones among them completed inside the cancel, without an event
-        }
-    }
-
-    private void releaseEndpoint(EndpointCore c) {
-        // may run on the owner thread (complete() of the CLOSE op) — only engine code here; once the worker stops,
-        // the task is refused and shutdownOnOwner releases what is left
-        if (Thread.currentThread() == owner) {
-            releaseNow(c);
-        } else {
-            execute(() -> releaseNow(c));
-        }
-    }
-
-    /** Marks the endpoint closed, forgets it, closes its socket and runs its close callbacks (owner thread). */
-    private void releaseNow(EndpointCore c) {
-        if (c.state == EndpointCore.CLOSED) {
-            return;
-        }
-        c.state = EndpointCore.CLOSED;
-        if (c.parked) {
-            TestHooks.parked.decrementAndGet();
-            parked.removeIf(p -> p.endpoint() == c);
-        }
-        byConnId.remove(c.localConnId, c);
-        if (c.closedLocally) {
-            for (Inbox in : c.inboxes) {
-                in.clear();
-            }
-        }
-        if (c.slot >= 0 && eps[c.slot] == c) {
-            eps[c.slot] = null;
-        }
-        c.handle = 0;
-        java.net.Socket control = c.control;
-        Throwable cause = c.closedLocally ? null : c.failure;
-        if (Jfr.AVAILABLE && c.localConnId != 0 && !c.parked) { // 0: it only filled a number (EndpointOrder)
-            Jfr.CloseEvent ev = new Jfr.CloseEvent();
-            if (ev.shouldCommit()) {
-                ev.peer = c.peer;
-                ev.reason = cause == null ? "closed locally" : cause.getMessage();
-                ev.bytesSent = c.stats.bytesSent;
-                ev.bytesReceived = c.stats.bytesReceived;
-                ev.commit();
-            }
-        }
-        executor.execute(() -> {
-            Bootstrap.closeQuietly(control);
-            for (Consumer<Throwable> cb : c.fireCloseCallbacks(cause)) {
-                try {
-                    cb.accept(cause);
-                } catch (Throwable t) {
-                    LOG.warn("ucx4j close callback threw", t);
-                }
-            }
-            c.closed.complete(null);
-        });
+        return connections.attachRaw(address);
     }
 
     /** Graceful close: cancel receives, flush sends (bounded by the caller's wait), then force-close. */
     public Op closeEndpoint(EndpointCore c) {
-        Op flush = new Op(this);
-        flush.kind = Op.FLUSH;
-        flush.what = "close";
-        flush.ep = c;
-        flush.blocking = true;
-        execute(() -> {
-            if (c.state == EndpointCore.OPEN || c.state == EndpointCore.CONNECTING) {
-                c.closedLocally = true;
-                c.state = EndpointCore.CLOSING;
-                cancelPending(c);
-            }
-        });
-        submit(flush);
-        return flush;
+        return connections.closeEndpoint(c);
+    }
+
+    /** Force-closes the endpoint (any thread); pending operations fail with {@link EndpointClosedException}. */
+    public void abortEndpoint(EndpointCore c) {
+        connections.abortEndpoint(c);
     }
 
     /**
@@ -2559,79 +2216,13 @@ public final class Engine {
         }
         try {
             c.closedFuture().get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-        } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+        } catch (TimeoutException | ExecutionException e) {
             // released when the worker closes
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
     }
 
-    /** Force-closes the endpoint (any thread); pending operations fail with {@link EndpointClosedException}. */
-    public void abortEndpoint(EndpointCore c) {
-        execute(() -> {
-            c.closedLocally = c.failure == null;
-            if (c.state == EndpointCore.CLOSING) {
-                c.state = EndpointCore.OPEN; // let abortOnOwner run its course
-            }
-            abortOnOwner(c, null);
-        });
-    }
-
-    /**
-     * Keeps the arbiter's endpoint of a handshake lost before the peer confirmed it has its own open, unused
-     * (once created: the creation may still be queued). The peer fills that number later with an endpoint of its
-     * own, which UCX pairs with this one; were this one closed first, the peer's filler would be a new endpoint
-     * that UCX pairs with nothing, and over TCP
-     * that shifts the transport's own pairing of sockets for every later connection between the two workers
-     * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint where the transport
-     * reports it, which closes it; else the next connection the peer confirms ({@link #confirmed}; not for an
-     * endpoint with a TCP lane), or the worker's close, does.
-     */
-    void park(EndpointCore c, byte[] peerAddress) {
-        execute(() -> { // after the endpoint's creation, which was queued before
-            if (c.state != EndpointCore.OPEN || c.handle == 0) {
-                abortOnOwner(c, null); // never created, or failed meanwhile: nothing to keep
-                return;
-            }
-            boolean tcp = TransportInfo.lanes(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).stream()
-                    .anyMatch(t -> t.startsWith("tcp/"));
-            c.parked = true;
-            c.closedLocally = true;
-            TestHooks.parked.incrementAndGet();
-            if (!tcp && order.filled(peerAddress, c.number)) {
-                abortOnOwner(c, null); // a later connection was confirmed first: the filler exists already
-                return;
-            }
-            parked.add(new Parked(c, peerAddress, tcp));
-            LOG.debug("ucx4j: endpoint {} to {} kept until the peer fills its number", c.number, c.peer);
-        });
-    }
-
-    /** A parked endpoint, the worker address of its peer, and whether it has a TCP lane (owner thread). */
-    private record Parked(EndpointCore endpoint, byte[] peerAddress, boolean tcp) {}
-
-    /** Endpoints {@link #park} keeps (owner thread); few, and only after lost handshakes. */
-    private final List<Parked> parked = new ArrayList<>();
-
-    /**
-     * The peer at {@code peerAddress} confirmed it created its endpoint number {@code number} (any thread). It
-     * creates its endpoints to this worker in number order, so every lower number is filled by now: endpoints
-     * parked for those numbers have their pair and are closed. Not those with a TCP lane: over TCP the filler's own
-     * close ends them, and closing one before the filler's wireup arrived here (it travels apart from the
-     * confirmation) would leave that wireup unmatched, which is what parking prevents; they stay until UCX reports
-     * the filler's close or the worker closes. Without this, endpoints on transports that report no peer close
-     * (shared memory among them) would stay until the worker closes too.
-     */
-    void confirmed(byte[] peerAddress, long number) {
-        execute(() -> {
-            order.confirmed(peerAddress, number);
-            for (Parked p : List.copyOf(parked)) {
-                if (!p.tcp() && p.endpoint().number < number && Arrays.equals(p.peerAddress(), peerAddress)) {
-                    abortOnOwner(p.endpoint(), null); // releases it, which takes it off the list
-                }
-            }
-        });
-    }
 
     // ============================================================== info
 
@@ -2647,11 +2238,11 @@ public final class Engine {
         return onOwner(() -> c.handle == 0 ? "" : Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f)));
     }
 
-    private <T> T onOwner(java.util.function.Supplier<T> s) {
+    private <T> T onOwner(Supplier<T> s) {
         return onOwner("info", s);
     }
 
-    private <T> T onOwner(String what, java.util.function.Supplier<T> s) {
+    private <T> T onOwner(String what, Supplier<T> s) {
         if (Thread.currentThread() == owner) {
             return s.get();
         }
@@ -2771,11 +2362,11 @@ public final class Engine {
         LockSupport.unpark(progressThread); // it may be napping after a loan
         try {
             terminatedFuture.get(timeoutNanos, TimeUnit.NANOSECONDS);
-        } catch (java.util.concurrent.TimeoutException e) {
+        } catch (TimeoutException e) {
             LOG.warn("ucx4j: worker {} did not stop within {} ms", name, TimeUnit.NANOSECONDS.toMillis(timeoutNanos));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        } catch (java.util.concurrent.ExecutionException e) {
+        } catch (ExecutionException e) {
             // cannot happen: completed normally
         }
     }
@@ -2817,15 +2408,7 @@ public final class Engine {
                 }
             }
         }
-        order.failPending(t -> t.future().completeExceptionally(closedError("connect")));
-        for (ListenerCore l : listeners) {
-            l.close();
-        }
-        for (EndpointCore c : eps) {
-            if (c != null) {
-                abortOnOwner(c, null);
-            }
-        }
+        connections.abortAll();
         for (Op r = workerRecvHead; r != null; r = r.pendingNext) {
             Ucp.requestCancel(worker, r.request);
         }
@@ -2870,20 +2453,7 @@ public final class Engine {
                 s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
                         + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
             }
-            // endpoints whose close UCX did not finish in time (or whose release the stopped queue refused)
-            List<EndpointCore> open = new ArrayList<>(byConnId.values());
-            for (EndpointCore c : eps) {
-                if (c != null && !open.contains(c)) {
-                    open.add(c);
-                }
-            }
-            for (EndpointCore c : open) {
-                releaseNow(c);
-                for (Inbox in : c.inboxes) { // messages of a dead peer that nobody took, too
-                    in.clear();
-                }
-            }
-            order.failPending(t -> t.future().completeExceptionally(closedError("connect"))); // queued meanwhile
+            connections.releaseAll();
             amReceiver.releaseHeld(); // announced by raw peers, never pulled
             registrations.destroyRkeys();
             shmCheck.destroy();
@@ -2901,7 +2471,7 @@ public final class Engine {
                     + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED);
             amReceiver.rawInbox.failWaiters(closed);
             amReceiver.rawInbox.clear();
-            for (EndpointCore c : byConnId.values()) {
+            for (EndpointCore c : connections.byConnId.values()) {
                 for (Inbox in : c.inboxes) {
                     in.failWaiters(closed);
                     in.clear();

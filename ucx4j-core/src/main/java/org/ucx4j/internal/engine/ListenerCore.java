@@ -38,6 +38,6 @@ public final class ListenerCore {
     public void close() {
         closed = true;
         Bootstrap.closeQuietly(socket);
-        engine.untrack(this);
+        engine.connections.untrack(this);
     }
 }

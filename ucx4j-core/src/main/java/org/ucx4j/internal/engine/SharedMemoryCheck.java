@@ -176,11 +176,11 @@ final class SharedMemoryCheck {
         wedged = e;
         LOG.error("ucx4j: worker {}: {}", engine.name, e.getMessage());
         failed.complete(e); // callbacks are handed to the executor: no user code on this thread
-        for (EndpointCore c : engine.eps) {
+        for (EndpointCore c : engine.connections.eps) {
             if (c != null && c.state == EndpointCore.OPEN && c.handle != 0
                     && SHM_LANE.matcher(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).find()) {
                 c.failure = e;
-                engine.abortOnOwner(c, e);
+                engine.connections.abortOnOwner(c, e);
             }
         }
     }

@@ -59,7 +59,7 @@ public final class TestHooks {
         dropNumbers.set(n);
     }
 
-    /** Endpoints kept open after their handshake was lost ({@link Engine#park}), all engines. */
+    /** Endpoints kept open after their handshake was lost ({@link Connections#park}), all engines. */
     static final java.util.concurrent.atomic.AtomicInteger parked = new java.util.concurrent.atomic.AtomicInteger();
 
     public static int parkedEndpoints() {

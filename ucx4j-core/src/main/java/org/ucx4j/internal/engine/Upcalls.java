@@ -122,7 +122,7 @@ final class Upcalls {
     /** {@code ucp_err_handler_cb_t}: arg = engine id << 32 | endpoint slot. */
     static void onEndpointError(long arg, long ep, int status) {
         try {
-            engine(arg).endpointError((int) arg, ep, Ucp.status(status));
+            engine(arg).connections.endpointError((int) arg, ep, Ucp.status(status));
         } catch (Throwable t) {
             LOG.error("ucx4j endpoint error callback failed", t);
         }

@@ -1,0 +1,507 @@
+package org.ucx4j.internal.engine;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.ucx4j.internal.ffi.Structs.*;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.net.Socket;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.ucx4j.EndpointClosedException;
+import org.ucx4j.UcxException;
+import org.ucx4j.UnreachableException;
+import org.ucx4j.internal.ffi.NativeAccess;
+import org.ucx4j.internal.ffi.Status;
+import org.ucx4j.internal.ffi.Ucp;
+
+/**
+ * The endpoints of one {@link Engine}: their records by connection id and by the slot UCX's error callback names,
+ * the order in which they are created to each peer worker ({@link EndpointOrder}), loopback pairs, endpoints kept
+ * after a lost handshake, and the way every endpoint ends (failure, abort, graceful close, release). Methods marked
+ * "any thread" hand their work to the owner thread; the others run on it.
+ */
+final class Connections {
+    private static final Logger LOG = LoggerFactory.getLogger(Connections.class);
+
+    private final Engine engine;
+    private final AtomicInteger connIds = new AtomicInteger(1);
+    /** Endpoints by local connection id, from before the handshake: active messages find their endpoint here. */
+    final ConcurrentHashMap<Integer, EndpointCore> byConnId = new ConcurrentHashMap<>();
+    /** Open endpoints by the slot their error callback names (owner thread). */
+    EndpointCore[] eps = new EndpointCore[64];
+    private final Set<ListenerCore> listeners = ConcurrentHashMap.newKeySet();
+    /** Owner thread: {@code ucp_ep_create}'s parameters and the endpoint it returns. */
+    private final MemorySegment epParams, created;
+
+    Connections(Engine engine, Arena arena) {
+        this.engine = engine;
+        this.epParams = arena.allocate(UCP_EP_PARAMS);
+        this.created = arena.allocate(JAVA_LONG);
+    }
+
+    /** UCX reported an error on the endpoint in slot {@code slot} (an upcall): handled after the progress call. */
+    void endpointError(int slot, long ep, int status) {
+        EndpointCore c = eps[slot];
+        if (c != null && c.handle == ep) {
+            engine.deferred.add(() -> {
+                boolean open = c.state == EndpointCore.OPEN;
+                failEndpoint(c, status, "UCX reported an endpoint error");
+                if (open && !c.parked) { // the peer died (not a close already under way)
+                    engine.shmCheck.suspect(c);
+                }
+            });
+        }
+    }
+
+    /** A raw endpoint (no handshake, tags as given) to a worker address. */
+    SafeFuture<EndpointCore> attachRaw(byte[] address) {
+        EndpointCore c = newEndpoint(true, "worker-address:" + Integer.toHexString(Arrays.hashCode(address)));
+        c.raw = true;
+        return attach(c, address, NO_TICKET);
+    }
+
+    /** A new endpoint record with a fresh connection id (any thread). */
+    EndpointCore newEndpoint(boolean client, String peer) {
+        int id = connIds.getAndIncrement() & 0x7fffffff;
+        if (id == 0) {
+            id = connIds.getAndIncrement() & 0x7fffffff;
+        }
+        EndpointCore c = new EndpointCore(engine, id, client, peer);
+        byConnId.put(id, c);
+        return c;
+    }
+
+    /** Forgets an endpoint whose connection never opened. */
+    void discard(EndpointCore c) {
+        byConnId.remove(c.localConnId, c);
+    }
+
+    /** {@link #attach}: create the endpoint now (raw endpoints, loopback, and the arbiter's side of a pair). */
+    static final long NO_TICKET = -1;
+
+    /**
+     * Creates the UCX endpoint to the peer's worker address (peer error handling as configured) and opens {@code c}:
+     * at once with {@link #NO_TICKET} (the endpoint's number is then in {@link EndpointCore#number}), else when
+     * {@code ticket} comes up in this worker's {@link EndpointOrder} with the peer.
+     */
+    SafeFuture<EndpointCore> attach(EndpointCore c, byte[] peerAddress, long ticket) {
+        SafeFuture<EndpointCore> f = new SafeFuture<>(engine.executor);
+        engine.executeFor(f, () -> {
+            EndpointOrder.Ticket t = new EndpointOrder.Ticket(c, peerAddress, f);
+            if (ticket == NO_TICKET) {
+                if (engine.stopRequested) { // the worker is closing: no endpoint after its sweep
+                    f.completeExceptionally(engine.closedError("connect"));
+                    return;
+                }
+                creator.create(t);
+            } else {
+                order.arrived(ticket, MAX_ENDPOINTS_PER_PEER, t, creator);
+            }
+        });
+        return f;
+    }
+
+    /** A handshake with the worker at {@code peerAddress} will wait for its ticket (see {@link EndpointOrder}). */
+    SafeFuture<Void> expectTicket(byte[] peerAddress) {
+        SafeFuture<Void> f = new SafeFuture<>(engine.executor);
+        engine.executeFor(f, () -> {
+            order.expect(peerAddress);
+            f.complete(null);
+        });
+        return f;
+    }
+
+    /** A handshake announced with {@link #expectTicket} failed before its ticket arrived. */
+    void ticketLost(byte[] peerAddress) {
+        engine.execute(() -> order.lost(peerAddress, creator));
+    }
+
+    private final EndpointOrder order = new EndpointOrder();
+
+    private final EndpointOrder.Creator creator = new EndpointOrder.Creator() {
+        @Override
+        public void create(EndpointOrder.Ticket t) {
+            EndpointCore c = t.endpoint();
+            // its handshake gave up waiting: the number is used all the same (an arbiter's endpoint is created
+            // instead, for park to keep for the peer's filler)
+            if (c.abandoned && !c.keepOnFailure) {
+                fill(t.peerAddress());
+                t.future().completeExceptionally(engine.closedError("connect"));
+                return;
+            }
+            try {
+                createEndpoint(c, t.peerAddress());
+                if (!c.raw && Arrays.equals(t.peerAddress(), engine.workerAddress())) {
+                    c.loopback = true;
+                    linkLoopback(c);
+                }
+                t.future().complete(c);
+            } catch (Throwable e) {
+                t.future().completeExceptionally(e);
+            }
+        }
+
+        @Override
+        public void fill(byte[] peerAddress) {
+            EndpointCore unused = new EndpointCore(engine, 0, true, "unused endpoint number");
+            try {
+                createEndpoint(unused, peerAddress);
+                abortOnOwner(unused, null);
+            } catch (UcxException e) {
+                LOG.debug("ucx4j: could not fill an unused endpoint number: {}", e.getMessage());
+            }
+        }
+    };
+
+    /** UCX's per-peer endpoint numbers are 16 bits, the last one meaning "unnumbered" (refused with streams on). */
+    static final long MAX_ENDPOINTS_PER_PEER = 65535;
+
+    /** {@code ucp_ep_create} to {@code peerAddress} for {@code c}, counted in {@link #order}; owner thread. */
+    private void createEndpoint(EndpointCore c, byte[] peerAddress) {
+        c.number = order.next(peerAddress); // first: UCX numbers the endpoint even if creating it fails
+        long addr = Ucp.malloc(peerAddress.length);
+        try {
+            MemorySegment.copy(peerAddress, 0, NativeAccess.view(addr, peerAddress.length), JAVA_BYTE, 0,
+                    peerAddress.length);
+            int slot = allocEndpointSlot(c);
+            epParams.fill((byte) 0);
+            epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
+                    | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+            epParams.set(JAVA_LONG, EP_ADDRESS, addr);
+            epParams.set(JAVA_INT, EP_ERR_MODE,
+                    engine.peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE);
+            epParams.set(JAVA_LONG, EP_ERR_HANDLER_CB, Upcalls.EP_ERROR.address());
+            epParams.set(JAVA_LONG, EP_ERR_HANDLER_ARG, Upcalls.userData(engine.id, slot));
+            int st = Ucp.epCreate(engine.worker, epParams.address(), created.address());
+            if (st != Status.OK) {
+                eps[slot] = null;
+                if (st == Status.ERR_EXCEEDS_LIMIT && c.number >= MAX_ENDPOINTS_PER_PEER) {
+                    throw new UnreachableException("create endpoint to " + c.peer + ": UCX numbers the endpoints "
+                            + "between two workers with 16 bits, and these two have created all "
+                            + MAX_ENDPOINTS_PER_PEER + " over their lifetime; a new Ucx (a new worker) on either "
+                            + "side can connect again (" + Status.name(st) + ")", st);
+                }
+                throw UcxException.of(st, "create endpoint to " + c.peer);
+            }
+            c.handle = created.get(JAVA_LONG, 0);
+            c.state = EndpointCore.OPEN;
+        } finally {
+            Ucp.free(addr);
+        }
+    }
+
+    /** Pairs the two open ends of a loopback connection and starts the stream receives that waited for that. */
+    private void linkLoopback(EndpointCore c) {
+        EndpointCore t = byConnId.get(c.peerConnId);
+        if (t == null || !t.loopback || t.state != EndpointCore.OPEN || t.peerConnId != c.localConnId) {
+            return; // the other end opens later (and links then), or is already gone (and this end fails soon)
+        }
+        c.twin = t;
+        t.twin = c;
+        startWaitingForTwin(c);
+        startWaitingForTwin(t);
+    }
+
+    private void startWaitingForTwin(EndpointCore c) {
+        Op op;
+        while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
+            engine.dispatch(op);
+        }
+    }
+
+    /**
+     * One end of a loopback connection goes: the other end's stream receives were posted on this end's UCX
+     * endpoint, which is about to close, so the other end fails now (as it would when its peer says goodbye), and
+     * stream receives still waiting for this end to open fail.
+     */
+    private void unlinkLoopback(EndpointCore c) {
+        EndpointCore t = c.twin;
+        if (t != null) {
+            c.twin = null;
+            t.twin = null;
+            failEndpoint(t, Status.ERR_CONNECTION_RESET, c.failure == null ? "the peer closed the endpoint"
+                    : "the peer endpoint failed");
+        }
+        Op op;
+        while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
+            UcxException e = c.unusable(op.what);
+            engine.failNow(op, e != null ? e : engine.closedError(op.what));
+        }
+    }
+
+    private int allocEndpointSlot(EndpointCore c) {
+        for (int i = 0; i < eps.length; i++) {
+            if (eps[i] == null) {
+                eps[i] = c;
+                c.slot = i;
+                return i;
+            }
+        }
+        int s = eps.length;
+        eps = Arrays.copyOf(eps, s * 2);
+        eps[s] = c;
+        c.slot = s;
+        return s;
+    }
+
+    /**
+     * The control socket ended: {@code bye} when the peer closed gracefully, otherwise it died. Messages it sent
+     * before are matched first; then what is pending fails with {@link org.ucx4j.ConnectionResetException}.
+     */
+    void peerGone(EndpointCore c, boolean bye, String why) {
+        if (engine.stopRequested) {
+            return;
+        }
+        engine.execute(() -> {
+            if (c.state != EndpointCore.OPEN) {
+                return; // closing or closed locally, or already failed
+            }
+            for (int i = 0; i < 1000 && Ucp.workerProgress(engine.worker) != 0; i++) {
+                // drain what already arrived so receives it satisfies still succeed
+            }
+            failEndpoint(c, Status.ERR_CONNECTION_RESET,
+                    bye ? "the peer closed the endpoint" : "the peer went away (control connection lost: " + why + ")");
+            if (!bye) {
+                engine.shmCheck.suspect(c);
+            }
+        });
+    }
+
+    void track(ListenerCore l) {
+        listeners.add(l);
+    }
+
+    void untrack(ListenerCore l) {
+        listeners.remove(l);
+    }
+
+    // ---- endpoint failure / close (owner thread)
+
+    private void failEndpoint(EndpointCore c, int status, String why) {
+        if (c.state == EndpointCore.CLOSED || c.state == EndpointCore.FAILED) {
+            return;
+        }
+        UcxException cause = UcxException.of(status, "connection to " + c.peer + " lost: " + why);
+        c.failure = cause;
+        LOG.debug("ucx4j: endpoint {} failed: {}", c, cause.getMessage());
+        abortOnOwner(c, cause);
+    }
+
+    /** Cancels what is pending on the endpoint and force-closes it (owner thread). */
+    void abortOnOwner(EndpointCore c, UcxException cause) {
+        if (c.state == EndpointCore.CLOSED || c.handle == 0 || c.state == EndpointCore.FAILED) {
+            return;
+        }
+        if (cause == null) {
+            c.closedLocally = true;
+        }
+        c.state = EndpointCore.FAILED;
+        cancelPending(c);
+        if (c.loopback) {
+            unlinkLoopback(c);
+        }
+        engine.amReceiver.endpointGone(c, cause == null);
+        Op close = new Op(engine);
+        close.kind = Op.CLOSE;
+        close.what = "close";
+        close.ep = c;
+        close.whenComplete((v, e) -> releaseEndpoint(c));
+        engine.post(close);
+    }
+
+    private void cancelPending(EndpointCore c) {
+        for (Op op = c.pendingHead; op != null; op = op.pendingNext) {
+            if (op.request != 0) {
+                Ucp.requestCancel(engine.worker, op.request);
+            }
+        }
+        engine.testPolledNow(); // the polled ones among them completed inside the cancel, without an event
+    }
+
+    private void releaseEndpoint(EndpointCore c) {
+        // may run on the owner thread (complete() of the CLOSE op) — only engine code here; once the worker stops,
+        // the task is refused and shutdownOnOwner releases what is left
+        if (engine.isOwnerThread()) {
+            releaseNow(c);
+        } else {
+            engine.execute(() -> releaseNow(c));
+        }
+    }
+
+    /** Marks the endpoint closed, forgets it, closes its socket and runs its close callbacks (owner thread). */
+    private void releaseNow(EndpointCore c) {
+        if (c.state == EndpointCore.CLOSED) {
+            return;
+        }
+        c.state = EndpointCore.CLOSED;
+        if (c.parked) {
+            TestHooks.parked.decrementAndGet();
+            parked.removeIf(p -> p.endpoint() == c);
+        }
+        byConnId.remove(c.localConnId, c);
+        if (c.closedLocally) {
+            for (Inbox in : c.inboxes) {
+                in.clear();
+            }
+        }
+        if (c.slot >= 0 && eps[c.slot] == c) {
+            eps[c.slot] = null;
+        }
+        c.handle = 0;
+        Socket control = c.control;
+        Throwable cause = c.closedLocally ? null : c.failure;
+        if (Jfr.AVAILABLE && c.localConnId != 0 && !c.parked) { // 0: it only filled a number (EndpointOrder)
+            Jfr.CloseEvent ev = new Jfr.CloseEvent();
+            if (ev.shouldCommit()) {
+                ev.peer = c.peer;
+                ev.reason = cause == null ? "closed locally" : cause.getMessage();
+                ev.bytesSent = c.stats.bytesSent;
+                ev.bytesReceived = c.stats.bytesReceived;
+                ev.commit();
+            }
+        }
+        engine.executor.execute(() -> {
+            Bootstrap.closeQuietly(control);
+            for (Consumer<Throwable> cb : c.fireCloseCallbacks(cause)) {
+                try {
+                    cb.accept(cause);
+                } catch (Throwable t) {
+                    LOG.warn("ucx4j close callback threw", t);
+                }
+            }
+            c.closed.complete(null);
+        });
+    }
+
+    /** Graceful close: cancel receives, flush sends (bounded by the caller's wait), then force-close. */
+    Op closeEndpoint(EndpointCore c) {
+        Op flush = new Op(engine);
+        flush.kind = Op.FLUSH;
+        flush.what = "close";
+        flush.ep = c;
+        flush.blocking = true;
+        engine.execute(() -> {
+            if (c.state == EndpointCore.OPEN || c.state == EndpointCore.CONNECTING) {
+                c.closedLocally = true;
+                c.state = EndpointCore.CLOSING;
+                cancelPending(c);
+            }
+        });
+        engine.submit(flush);
+        return flush;
+    }
+
+    /** Force-closes the endpoint (any thread); pending operations fail with {@link EndpointClosedException}. */
+    void abortEndpoint(EndpointCore c) {
+        engine.execute(() -> {
+            c.closedLocally = c.failure == null;
+            if (c.state == EndpointCore.CLOSING) {
+                c.state = EndpointCore.OPEN; // let abortOnOwner run its course
+            }
+            abortOnOwner(c, null);
+        });
+    }
+
+    /**
+     * Keeps the arbiter's endpoint of a handshake lost before the peer confirmed it has its own open, unused
+     * (once created: the creation may still be queued). The peer fills that number later with an endpoint of its
+     * own, which UCX pairs with this one; were this one closed first, the peer's filler would be a new endpoint
+     * that UCX pairs with nothing, and over TCP
+     * that shifts the transport's own pairing of sockets for every later connection between the two workers
+     * (docs/internals.md, UCX TCP transport crash). The filler's close fails this endpoint where the transport
+     * reports it, which closes it; else the next connection the peer confirms ({@link #confirmed}; not for an
+     * endpoint with a TCP lane), or the worker's close, does.
+     */
+    void park(EndpointCore c, byte[] peerAddress) {
+        engine.execute(() -> { // after the endpoint's creation, which was queued before
+            if (c.state != EndpointCore.OPEN || c.handle == 0) {
+                abortOnOwner(c, null); // never created, or failed meanwhile: nothing to keep
+                return;
+            }
+            boolean tcp = TransportInfo.lanes(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).stream()
+                    .anyMatch(t -> t.startsWith("tcp/"));
+            c.parked = true;
+            c.closedLocally = true;
+            TestHooks.parked.incrementAndGet();
+            if (!tcp && order.filled(peerAddress, c.number)) {
+                abortOnOwner(c, null); // a later connection was confirmed first: the filler exists already
+                return;
+            }
+            parked.add(new Parked(c, peerAddress, tcp));
+            LOG.debug("ucx4j: endpoint {} to {} kept until the peer fills its number", c.number, c.peer);
+        });
+    }
+
+    /** A parked endpoint, the worker address of its peer, and whether it has a TCP lane (owner thread). */
+    private record Parked(EndpointCore endpoint, byte[] peerAddress, boolean tcp) {}
+
+    /** Endpoints {@link #park} keeps (owner thread); few, and only after lost handshakes. */
+    private final List<Parked> parked = new ArrayList<>();
+
+    /**
+     * The peer at {@code peerAddress} confirmed it created its endpoint number {@code number} (any thread). It
+     * creates its endpoints to this worker in number order, so every lower number is filled by now: endpoints
+     * parked for those numbers have their pair and are closed. Not those with a TCP lane: over TCP the filler's own
+     * close ends them, and closing one before the filler's wireup arrived here (it travels apart from the
+     * confirmation) would leave that wireup unmatched, which is what parking prevents; they stay until UCX reports
+     * the filler's close or the worker closes. Without this, endpoints on transports that report no peer close
+     * (shared memory among them) would stay until the worker closes too.
+     */
+    void confirmed(byte[] peerAddress, long number) {
+        engine.execute(() -> {
+            order.confirmed(peerAddress, number);
+            for (Parked p : List.copyOf(parked)) {
+                if (!p.tcp() && p.endpoint().number < number && Arrays.equals(p.peerAddress(), peerAddress)) {
+                    abortOnOwner(p.endpoint(), null); // releases it, which takes it off the list
+                }
+            }
+        });
+    }
+
+    /**
+     * The worker stops (owner thread): connections waiting for their turn fail, listeners close, and every endpoint
+     * is aborted (what is pending on it fails).
+     */
+    void abortAll() {
+        order.failPending(t -> t.future().completeExceptionally(engine.closedError("connect")));
+        for (ListenerCore l : listeners) {
+            l.close();
+        }
+        for (EndpointCore c : eps) {
+            if (c != null) {
+                abortOnOwner(c, null);
+            }
+        }
+    }
+
+    /**
+     * Just before the worker is destroyed (owner thread): releases the endpoints whose close UCX did not finish in
+     * time (or whose release the stopped queue refused), drops what their dead peers sent and nobody took, and fails
+     * connections queued meanwhile.
+     */
+    void releaseAll() {
+        List<EndpointCore> open = new ArrayList<>(byConnId.values());
+        for (EndpointCore c : eps) {
+            if (c != null && !open.contains(c)) {
+                open.add(c);
+            }
+        }
+        for (EndpointCore c : open) {
+            releaseNow(c);
+            for (Inbox in : c.inboxes) {
+                in.clear();
+            }
+        }
+        order.failPending(t -> t.future().completeExceptionally(engine.closedError("connect")));
+    }
+}
