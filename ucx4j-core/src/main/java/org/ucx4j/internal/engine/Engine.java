@@ -1078,7 +1078,7 @@ public final class Engine {
         }
         if (sleeping) {
             wake();
-        } else if (!op.blocking && lend.get() == RETURNED) {
+        } else if (!op.blocking && lending.returned()) {
             // parked after a loan: nobody drives the worker now. Not for a blocking op: its thread borrows the
             // worker next and posts it itself (or another borrower, which hands back to the progress thread when
             // anything is queued), and a progress thread woken now would only take the worker back from under it.
@@ -1367,28 +1367,8 @@ public final class Engine {
 
     // ---- lending the worker to a thread that waits (progress-thread modes)
 
-    /** Kill switch for {@link #borrow}: {@code -Ducx4j.lend=false}. */
-    static final boolean LENDING = !"false".equals(System.getProperty("ucx4j.lend"));
-    private static final int RUNNING = 0, REQUESTED = 1, LENT = 2, RETURNED = 3;
-    /**
-     * RUNNING: the progress thread owns the worker. REQUESTED: {@link #borrower} asked for it; the progress thread
-     * hands it over at the top of its next duty cycle. LENT: the borrower owns it ({@link #owner}). RETURNED: nobody
-     * drives it; the progress thread (parked) takes it back when it wakes, unless a borrower takes it first.
-     */
-    private final AtomicInteger lend = new AtomicInteger();
-    /**
-     * The thread waiting for the progress thread to hand the worker over (REQUESTED; taken with a CAS: one at a
-     * time, others wait the ordinary way). A worker nobody drives (RETURNED) is taken without it.
-     */
-    private final AtomicReference<Thread> borrower =
-            new AtomicReference<>();
-    /** How long the progress thread naps between checks while the worker is lent or returned. */
-    private static final long LENT_NAP_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
-    /** A borrower's wait for the hand-over: spins, then naps (the progress thread unparks it). */
-    private static final int GRANT_SPINS = 64;
-    private static final long GRANT_PARK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
-    /** How long a borrower waits for the hand-over before it goes the ordinary way (a duty cycle takes µs). */
-    private static final long GRANT_MAX_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
+    /** Hands the worker to a thread about to wait, and takes it back. */
+    private final Lending lending = new Lending(this);
     /** Idle duty cycles after which a borrower stops driving and waits the ordinary way (BLOCKING: HOT_SPINS). */
     private static final int DRIVE_IDLE_TURNS = HOT_SPINS + SPINS;
 
@@ -1406,65 +1386,33 @@ public final class Engine {
      * the progress thread) is taken, with no hand-over to wait for.
      */
     private boolean borrow(boolean wait) {
-        if (!LENDING || progressThread == null || stopRequested) {
-            return false;
-        }
-        Thread me = Thread.currentThread();
-        int s = lend.get();
-        if (s == RETURNED) {
-            // nobody drives it (the progress thread has not taken it back): one CAS, no hand-over. The owner field
-            // needs no fence: only the thread it names acts on it, and that thread reads its own write
-            if (!lend.compareAndSet(RETURNED, LENT)) {
-                return false; // another borrower, or the progress thread, was first: the ordinary way
-            }
-            OWNER.setRelease(this, me);
-            noteBorrower(me);
-            return true;
-        }
-        if (!wait || s != RUNNING || !borrower.compareAndSet(null, me)) {
-            return false;
-        }
-        noteBorrower(me);
-        if (!lend.compareAndSet(RUNNING, REQUESTED)) {
-            borrower.set(null);
-            return false;
-        }
-        if (sleeping) {
-            wake(); // out of its nap, to hand over
-        }
-        // the progress thread hands over at the top of its next duty cycle and then unparks this thread: a short
-        // spin, then park, so that a waiter spinning on a busy machine does not keep it off the CPU
-        long parkedSince = 0;
-        for (int spins = 0; owner != me; spins++) {
-            if (spins < GRANT_SPINS) {
-                Thread.onSpinWait();
-            } else {
-                if (parkedSince == 0) {
-                    parkedSince = System.nanoTime();
-                }
-                // a progress thread stuck in a duty cycle (a handler that blocks, say) or a closing worker never
-                // hands over, and an interrupt makes park return at once: withdraw the request (unless the hand-
-                // over won the race) and go the ordinary way, whose wait keeps the caller's deadline
-                if ((stopRequested || terminated || me.isInterrupted()
-                        || System.nanoTime() - parkedSince > GRANT_MAX_NANOS)
-                        && lend.compareAndSet(REQUESTED, RUNNING)) {
-                    borrower.set(null);
-                    return false;
-                }
-                LockSupport.parkNanos(this, GRANT_PARK_NANOS);
-            }
-        }
-        return true;
+        return lending.borrow(wait);
     }
 
-    /**
-     * Records the borrower for tests; written only when it changes, so that threads borrowing in a loop do not keep
-     * writing one shared cache line.
-     */
-    private static void noteBorrower(Thread me) {
-        if (TestHooks.lastBorrower != me) {
-            TestHooks.lastBorrower = me;
+    Thread progressThread() {
+        return progressThread;
+    }
+
+    /** The worker's driver changes hands (a loan starts or ends): a release store, read by the thread it names. */
+    void ownerRelease(Thread t) {
+        OWNER.setRelease(this, t);
+    }
+
+    /** The progress thread lends the worker: everything it did so far is visible to the borrower. */
+    void setOwner(Thread t) {
+        owner = t;
+    }
+
+    /** Takes the worker's thread out of its event-fd nap, if it is in one. */
+    void wakeIfSleeping() {
+        if (sleeping) {
+            wake();
         }
+    }
+
+    /** Operations handed over and not yet taken by the worker's thread. */
+    boolean anyQueued() {
+        return !queue.isEmpty();
     }
 
     /** Idle duty cycles after which a borrower stops driving (BLOCKING chose not to spin: the hot phase only). */
@@ -1547,36 +1495,7 @@ public final class Engine {
     private void giveBack(Op next) {
         // decided while this thread still owns the worker's state: operations in flight (another thread's, or UCX's
         // own) complete only while someone progresses
-        boolean wanted = !deferred.isEmpty() || slots.anyTaken() && (next == null || next.done);
-        OWNER.setRelease(this, progressThread);
-        if (borrower.getPlain() == Thread.currentThread()) { // this loan was handed over (see borrow)
-            borrower.setRelease(null);
-        }
-        // the one fence: a thread that queues an op either sees RETURNED (and wakes the progress thread) or
-        // queued it before the check below
-        lend.set(RETURNED);
-        if (wanted || stopRequested || !queue.isEmpty()) { // the queue after the hand-back: see submit
-            LockSupport.unpark(progressThread);
-        }
-    }
-
-    /** Progress thread, at the top of a duty cycle with a borrow request: hands over, waits to be given it back. */
-    private void lendWorker() {
-        // LENT before the owner: the borrower may give the worker back the moment it sees itself owner; a CAS, as a
-        // borrower that saw the worker closing may have withdrawn its request meanwhile
-        if (!lend.compareAndSet(REQUESTED, LENT)) {
-            return;
-        }
-        Thread b = borrower.get(); // set before the request
-        owner = b; // everything done so far is visible to the borrower
-        LockSupport.unpark(b);
-        while (true) {
-            LockSupport.parkNanos(this, LENT_NAP_NANOS);
-            if (lend.get() == RETURNED && lend.compareAndSet(RETURNED, RUNNING)) {
-                idle = 0;
-                return; // the borrower set owner back before it returned the worker
-            }
-        }
+        lending.giveBack(!deferred.isEmpty() || slots.anyTaken() && (next == null || next.done));
     }
 
     /** Progress thread: an op it finished had a waiter that had gone to park (see {@link #runLoop}). */
@@ -1585,8 +1504,10 @@ public final class Engine {
     private void runLoop() {
         try {
             while (!stopRequested) {
-                if (lend.get() == REQUESTED) {
-                    lendWorker();
+                if (lending.requested()) {
+                    if (lending.lend()) {
+                        idle = 0;
+                    }
                     continue;
                 }
                 if (progressOnce() == 0) {
@@ -1718,7 +1639,7 @@ public final class Engine {
             // a polled receive UCX completed without an event (a cancel: timeout, interrupt, failed endpoint) is
             // seen before the nap, not after it
             if (!queue.isEmpty() || stopRequested || (waitingFor != null && waitingFor.done) || !deferred.isEmpty()
-                    || lend.get() == REQUESTED || (polledCount != 0 && testPolled() != 0)) {
+                    || lending.requested() || (polledCount != 0 && testPolled() != 0)) {
                 return;
             }
             int st = Ucp.workerArm(worker);
