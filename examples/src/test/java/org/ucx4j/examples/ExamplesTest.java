@@ -44,6 +44,18 @@ class ExamplesTest {
     }
 
     @Test
+    void theTourRunsEveryStepAndChecksWhatArrived() throws Exception {
+        var text = new java.io.ByteArrayOutputStream();
+        int steps = Tour.run(quiet(), new java.io.PrintStream(text, true, java.nio.charset.StandardCharsets.UTF_8));
+        String out = text.toString(java.nio.charset.StandardCharsets.UTF_8);
+        assertEquals(11, steps, out);
+        assertTrue(out.contains("3. tags: tag 2 -> 'second', tag 1 -> 'first'"), out);
+        assertTrue(out.contains("7. stream: 'hello, stream'"), out);
+        assertTrue(out.contains("10. peer gone: ConnectionResetException"), out);
+        assertTrue(out.contains("11. worker address"), out);
+    }
+
+    @Test
     void jacobiOnSeveralRanksReproducesTheSerialSolutionBitForBit() throws Exception {
         int rows = 50, cols = 40, iterations = 60;
         double[] serial = Jacobi.serial(rows, cols, iterations);

@@ -298,6 +298,16 @@ public final class Engine {
         return op;
     }
 
+    /** {@link #op(boolean)} for an operation of {@code kind} on {@code ep} (null: the worker). */
+    private Op op(byte kind, String what, EndpointCore ep, boolean blocking) {
+        Op op = op(blocking);
+        op.kind = kind;
+        op.what = what;
+        op.ep = ep;
+        op.blocking = blocking;
+        return op;
+    }
+
     private void recycle(Op op) {
         if (op.pooled && !op.cancelRequested && op.slot < 0 && op.request == 0) {
             op.park();
@@ -310,15 +320,11 @@ public final class Engine {
     }
 
     public Op tagSend(EndpointCore ep, long address, long length, long tag, long owned, boolean blocking) {
-        Op op = op(blocking);
-        op.kind = Op.TAG_SEND;
-        op.what = "send";
-        op.ep = ep;
+        Op op = op(Op.TAG_SEND, "send", ep, blocking);
         op.address = address;
         op.length = length;
         op.tag = tag;
         op.owned = owned;
-        op.blocking = blocking;
         return op;
     }
 
@@ -538,17 +544,13 @@ public final class Engine {
 
     public Op tagRecv(EndpointCore ep, long address, long length, long tag, long mask, long owned, byte[] copyBack,
             boolean blocking) {
-        Op op = op(blocking);
-        op.kind = Op.TAG_RECV;
-        op.what = "recv";
-        op.ep = ep;
+        Op op = op(Op.TAG_RECV, "recv", ep, blocking);
         op.address = address;
         op.length = length;
         op.tag = tag;
         op.mask = mask;
         op.owned = owned;
         op.copyBack = copyBack;
-        op.blocking = blocking;
         return op;
     }
 
@@ -795,30 +797,22 @@ public final class Engine {
 
     /** A stream send: bytes in order on the endpoint, no message boundaries. */
     public Op streamSend(EndpointCore ep, long address, long length, long owned, boolean blocking) {
-        Op op = op(blocking);
-        op.kind = Op.STREAM_SEND;
-        op.what = "stream send";
-        op.ep = ep;
+        Op op = op(Op.STREAM_SEND, "stream send", ep, blocking);
         op.address = address;
         op.length = length;
         op.owned = owned;
-        op.blocking = blocking;
         return op;
     }
 
     /** A stream receive of exactly {@code length} bytes ({@code waitAll}) or of whatever is available (>= 1). */
     public Op streamRecv(EndpointCore ep, long address, long length, boolean waitAll, long owned, byte[] copyBack,
             boolean blocking) {
-        Op op = op(blocking);
-        op.kind = Op.STREAM_RECV;
-        op.what = "stream recv";
-        op.ep = ep;
+        Op op = op(Op.STREAM_RECV, "stream recv", ep, blocking);
         op.address = address;
         op.length = length;
         op.mask = waitAll ? UCP_STREAM_RECV_FLAG_WAITALL : 0;
         op.owned = owned;
         op.copyBack = copyBack;
-        op.blocking = blocking;
         return op;
     }
 
@@ -828,10 +822,7 @@ public final class Engine {
      */
     public Op amSend(EndpointCore ep, int amId, long header, long headerLength, long buffer, long count,
             boolean iov, long total, long owned, boolean blocking) {
-        Op op = op(blocking);
-        op.kind = Op.AM_SEND;
-        op.what = "active message send";
-        op.ep = ep;
+        Op op = op(Op.AM_SEND, "active message send", ep, blocking);
         op.amId = amId;
         op.header = header;
         op.headerLength = headerLength;
@@ -840,32 +831,23 @@ public final class Engine {
         op.datatype = iov ? UCP_DATATYPE_IOV : 0;
         op.total = total;
         op.owned = owned;
-        op.blocking = blocking;
         return op;
     }
 
     /** An RMA put ({@code get == false}) or get of {@code length} bytes at {@code remoteAddress}. */
     public Op rma(EndpointCore ep, boolean get, long local, long length, long remoteAddress, long rkey,
             boolean blocking) {
-        Op op = op(blocking);
-        op.kind = get ? Op.GET : Op.PUT;
-        op.what = get ? "get" : "put";
-        op.ep = ep;
+        Op op = op(get ? Op.GET : Op.PUT, get ? "get" : "put", ep, blocking);
         op.address = local;
         op.length = length;
         op.tag = remoteAddress;
         op.rkey = rkey;
-        op.blocking = blocking;
         return op;
     }
 
     /** Completes once every RMA and send issued before on {@code ep} (or on the whole worker if null) completed. */
     public Op rmaFlush(EndpointCore ep, boolean blocking) {
-        Op op = op(blocking);
-        op.kind = Op.RMA_FLUSH;
-        op.what = "flush";
-        op.ep = ep;
-        op.blocking = blocking;
+        Op op = op(Op.RMA_FLUSH, "flush", ep, blocking);
         return op;
     }
 
