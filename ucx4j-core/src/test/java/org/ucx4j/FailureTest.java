@@ -124,6 +124,8 @@ class FailureTest {
                             () -> r.orTimeout(10, TimeUnit.SECONDS).join());
                     assertInstanceOf(MessageTruncatedException.class, e.getCause());
                     assertTrue(e.getCause().getMessage().contains("UCS_ERR_MESSAGE_TRUNCATED"));
+                    assertTrue(e.getCause().getMessage().contains("longer than the 16-byte buffer"),
+                            e.getCause().getMessage());
                     s.handle((v, x) -> null).orTimeout(10, TimeUnit.SECONDS).join();
                 }
             }

@@ -2015,6 +2015,10 @@ public final class Engine {
             return new CanceledException(op.what + " canceled: the UCX worker was closed ("
                     + Status.name(status) + ")", status);
         }
+        if (status == Status.ERR_MESSAGE_TRUNCATED && (op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV)) {
+            return UcxException.of(status, op.what + ": the message is longer than the " + op.length
+                    + "-byte buffer");
+        }
         if (status == Status.ERR_SHMEM_SEGMENT && (op.kind == Op.GET || op.kind == Op.PUT)) {
             // UCX (1.20) maps a same-host peer's region when first used: it fails once the peer exited
             return new org.ucx4j.ConnectionResetException(op.what + ": " + Status.describe(status)
