@@ -89,8 +89,9 @@ final class UcxRuns {
 
     private static void serveTag(Ucx ucx, Endpoint ep, long mode, MemorySegment b, long total, int window) {
         if (mode == PING_PONG || b.byteSize() < PREPOST_MIN) {
-            // like ucx_perftest's receiver: one receive at a time; small messages are taken from UCX's unexpected
-            // queue by their probe handle, without an upcall
+            // one receive at a time (ucx_perftest keeps 32 posted, but a window of async receives costs ucx4j an
+            // op and an upcall per message); small messages are taken from UCX's unexpected queue by their probe
+            // handle, without an upcall
             for (long i = 0; i < total; i++) {
                 ep.recv(b, DATA);
                 if (mode == PING_PONG) {

@@ -338,24 +338,34 @@ public final class Engine {
     static int sendNowFlag = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
 
     /**
+     * Up to this many bytes {@link #tagSendNow} asks UCX for its short protocol (a critical downcall); above, UCX's
+     * short protocol never applies (shared memory: 93 B with UCX 1.13; TCP and InfiniBand inline sizes are of the
+     * same order), so the send is made as UCX would make any other, completing in the call when it goes eagerly.
+     */
+    static final long SHORT_SEND_MAX = 256;
+
+    /**
      * Inside a call {@link #enterCall} opened, on the thread that owns the worker now (the owner, or a borrower):
-     * sends a message inside the call, asking UCX to complete it there (its short protocol:
-     * {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}). Returns {@link #SENT} when it did; null when it cannot (UCX said no
-     * resource, a thread that does not own the worker, an endpoint that is not open, a flight recording that wants
-     * transfers): the caller then takes the
-     * ordinary path, which also reports errors; UCX itself tries the short protocol first, so order is kept. A UCX
-     * that takes the send but does not finish it inside the call (UCX 1.20 stream sends with protocol v2 ignore the
-     * flag) hands back a request: the send is in flight and must not be made again, so it becomes the returned op,
-     * completed by its callback like any other.
+     * sends a message inside the call. A small one asks UCX to complete it there (its short protocol:
+     * {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}, a critical downcall); a larger one is sent as UCX sends any message,
+     * which an eager protocol completes in the call, copied (1 KiB-32 KiB on shared memory). Returns {@link #SENT}
+     * when it completed; null when it cannot act now (UCX said no resource for the short protocol, or refused the
+     * send; a thread that does not own the worker, an endpoint that is not open, a flight recording that wants
+     * transfers): the caller then takes the ordinary path, which also reports errors; UCX itself tries the short
+     * protocol first, so order is kept. A send UCX takes but does not finish inside the call (rendezvous; UCX 1.20
+     * stream sends with protocol v2 ignore the flag) hands back a request: the send is in flight and must not be
+     * made again, so it becomes the returned op, completed by its callback like any other.
      */
     public Op tagSendNow(EndpointCore ep, long address, long length, long tag, boolean blocking) {
         if (!ownerMayActNow(ep)) {
             return null;
         }
         int slot = slots.reserve();
+        boolean small = length <= SHORT_SEND_MAX;
         setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
-                | sendNowFlag, Upcalls.SEND.address(), userData(slot), 0);
-        long r = Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address());
+                | (small ? sendNowFlag : 0), Upcalls.SEND.address(), userData(slot), 0);
+        long r = small ? Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address())
+                : Ucp.tagSendNbx(ep.handle, address, length, tag, reqParam.address());
         return Status.isRequest(r) ? adopt(tagSend(ep, address, length, tag, 0, blocking), slot, r)
                 : sentNow(ep, slot, r, length);
     }
@@ -388,9 +398,11 @@ public final class Engine {
             return null;
         }
         int slot = slots.reserve();
-        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Upcalls.SEND.address(),
-                userData(slot), 0);
-        long r = Ucp.streamSendNow(ep.handle, address, length, reqParam.address());
+        boolean small = length <= SHORT_SEND_MAX;
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (small ? sendNowFlag : 0),
+                Upcalls.SEND.address(), userData(slot), 0);
+        long r = small ? Ucp.streamSendNow(ep.handle, address, length, reqParam.address())
+                : Ucp.streamSendNbx(ep.handle, address, length, reqParam.address());
         return Status.isRequest(r) ? adopt(streamSend(ep, address, length, 0, blocking), slot, r)
                 : sentNow(ep, slot, r, length);
     }
