@@ -412,7 +412,8 @@ public final class Engine {
 
     /**
      * {@link #tagSendNow} for a plain active message: the wire header (and a heap payload) are staged in the
-     * owner's scratch block, which UCX has copied by the time a short send returns.
+     * owner's scratch block, which UCX has copied by the time a send it finished in the call returns; one it did not
+     * finish keeps the block until it completes (a rendezvous sends the header with its announcement).
      */
     public Op amSendNow(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
@@ -437,11 +438,14 @@ public final class Engine {
             buffer = sendScratch.address() + headerLength;
         }
         int slot = slots.reserve();
-        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | sendNowFlag, Upcalls.SEND.address(),
-                userData(slot), 0);
+        boolean small = headerLength + length <= SHORT_SEND_MAX;
+        setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (small ? sendNowFlag : 0),
+                Upcalls.SEND.address(), userData(slot), 0);
         int amId = ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J;
-        long r = Ucp.amSendNow(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
-                reqParam.address());
+        long r = small ? Ucp.amSendNow(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
+                reqParam.address())
+                : Ucp.amSendNbx(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
+                        reqParam.address());
         if (!Status.isRequest(r)) {
             return sentNow(ep, slot, r, length);
         }
