@@ -338,9 +338,10 @@ public final class Engine {
     static int sendNowFlag = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
 
     /**
-     * Up to this many bytes {@link #tagSendNow} asks UCX for its short protocol (a critical downcall); above, UCX's
-     * short protocol never applies (shared memory: 93 B with UCX 1.13; TCP and InfiniBand inline sizes are of the
-     * same order), so the send is made as UCX would make any other, completing in the call when it goes eagerly.
+     * Up to this many bytes {@link #tagSendNow} asks UCX for its short protocol in a critical downcall; above, the
+     * send is made as UCX makes any other, in a regular downcall, and completes in the call when it goes eagerly
+     * (UCX still picks its short protocol where that reaches further: over TCP up to ~64 KiB, on shared memory it
+     * ends at 93 B with UCX 1.13, and a critical call should not run a long copy or a socket write).
      */
     static final long SHORT_SEND_MAX = 256;
 
