@@ -222,6 +222,49 @@ class CallerModeTest {
         });
     }
 
+    /**
+     * A send larger than UCX's short protocol that UCX sends eagerly (4 KiB: a copy into the peer's shared-memory
+     * FIFO, or a socket write) is made inside the call and finished there: its future is already done, and it costs
+     * no operation object, so a loop of them allocates next to nothing (an operation per send would be ~200 bytes).
+     */
+    @Test
+    void eagerSendsAboveTheShortProtocolFinishInsideTheCall() throws Exception {
+        withCallerClient((a, client, server) -> {
+            int n = 5000;
+            CompletableFuture<Long> served = CompletableFuture.supplyAsync(() -> {
+                try (Arena arena = Arena.ofConfined()) {
+                    MemorySegment in = arena.allocate(4096);
+                    for (int i = 0; i < n; i++) {
+                        assertEquals(4096, server.recv(in, 21, T));
+                        assertEquals(i, in.get(java.lang.foreign.ValueLayout.JAVA_INT, 0), "message " + i);
+                        assertEquals((byte) 0x5a, in.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 4095));
+                        server.send(in.asSlice(0, 4), 22, T);
+                    }
+                    return (long) n;
+                }
+            }, java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor());
+            var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment out = arena.allocate(4096).fill((byte) 0x5a), ack = arena.allocate(4);
+                long perMessage = Long.MAX_VALUE;
+                int sent = 0;
+                for (int pass = 0; pass < 10 && sent < n; pass++) { // the first passes run before the JIT is done
+                    long before = threads.getCurrentThreadAllocatedBytes();
+                    int k = 0;
+                    for (; k < 500 && sent < n; k++, sent++) {
+                        out.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, sent);
+                        CompletableFuture<Long> f = client.sendAsync(out, 21);
+                        assertTrue(f.isDone(), "an eager send is finished inside the call");
+                        assertEquals(4, client.recv(ack, 22, T)); // the peer has it: the FIFO never fills up
+                    }
+                    perMessage = (threads.getCurrentThreadAllocatedBytes() - before) / k;
+                }
+                assertEquals(n, served.get(10, TimeUnit.SECONDS));
+                assertTrue(perMessage <= 32, perMessage + " bytes allocated per eager async send + blocking receive");
+            }
+        });
+    }
+
     @Test
     void activeMessagesBothWaysOnTheOwnerThread() throws Exception {
         withCallerClient((a, client, server) -> {
