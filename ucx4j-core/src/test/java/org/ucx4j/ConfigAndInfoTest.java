@@ -72,6 +72,20 @@ class ConfigAndInfoTest {
         assertThrows(IllegalArgumentException.class, () -> UcxOptions.defaults().with(" ", "x"));
     }
 
+    /** A configuration UCX parses but cannot start with (no transport left) is a ConfigException from ucp_init. */
+    @Test
+    void aConfigurationUcxCannotStartWithIsAConfigError() {
+        for (String tls : new String[] {"", "no_such_transport"}) {
+            ConfigException e = assertThrows(ConfigException.class,
+                    () -> Ucx.open(UcxOptions.defaults().with("TLS", tls)).close(), "TLS='" + tls + "'");
+            assertTrue(e.getMessage().startsWith("ucp_init: UCS_ERR_") && e.getMessage().contains("configuration"),
+                    e.getMessage());
+        }
+        try (Ucx ok = Ucx.open()) { // nothing left behind
+            assertFalse(ok.transports().isEmpty());
+        }
+    }
+
     @Test
     void livenessTimeoutIsWholeSecondsFromTwoToADay() {
         assertEquals(java.time.Duration.ofSeconds(5), UcxOptions.defaults().livenessTimeout());

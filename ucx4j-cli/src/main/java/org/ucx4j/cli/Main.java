@@ -26,6 +26,21 @@ public final class Main implements Runnable {
     }
 
     public static void main(String[] args) {
-        System.exit(new CommandLine(new Main()).execute(args));
+        System.exit(commandLine().execute(args));
+    }
+
+    /**
+     * The command line, where a UCX failure (a configuration UCX refuses, a peer that cannot be reached...) is one
+     * line on stderr and exit status 3, not a stack trace; other exceptions keep theirs.
+     */
+    static CommandLine commandLine() {
+        return new CommandLine(new Main()).setExecutionExceptionHandler((e, cmd, parsed) -> {
+            if (e instanceof org.ucx4j.UcxException u) {
+                cmd.getErr().println("ucx4j: " + u.getMessage());
+                cmd.getErr().flush();
+                return 3;
+            }
+            throw e;
+        });
     }
 }

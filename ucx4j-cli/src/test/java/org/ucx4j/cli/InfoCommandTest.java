@@ -42,6 +42,19 @@ class InfoCommandTest {
         assertTrue(info.get("config").has("TLS"), "effective configuration");
     }
 
+    /** A configuration UCX refuses is one line naming UCX's status, with a non-zero exit status: no stack trace. */
+    @Test
+    void aConfigurationUcxRefusesIsOneLineNotAStackTrace() throws Exception {
+        ProcessBuilder pb = new ProcessBuilder(Main.selfCommand("info")).redirectErrorStream(true);
+        pb.environment().put("UCX_TLS", "no_such_transport");
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS));
+        assertEquals(3, p.exitValue(), out);
+        assertTrue(out.contains("ucx4j: ucp_init: UCS_ERR_"), out);
+        assertFalse(out.contains("\tat "), "no stack trace: " + out);
+    }
+
     @Test
     void textNamesEachTransportUnderItsHeading() {
         String text = run();

@@ -27,6 +27,7 @@ import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.ucx4j.CanceledException;
+import org.ucx4j.ConfigException;
 import org.ucx4j.EndpointClosedException;
 import org.ucx4j.ProgressMode;
 import org.ucx4j.UcxException;
@@ -144,7 +145,12 @@ public final class Engine {
                         | UCP_FEATURE_AM | UCP_FEATURE_RMA);
                 MemorySegment nameSeg = arena.allocateFrom(name);
                 p.set(JAVA_LONG, PARAMS_NAME, nameSeg.address());
-                check(Ucp.initVersion(p.address(), config, out.address()), "ucp_init");
+                int st = Ucp.initVersion(p.address(), config, out.address());
+                if (st != Status.OK) { // UCX logged why (a transport list that leaves nothing, a bad value...)
+                    throw new ConfigException("ucp_init: " + Status.describe(st) + ": UCX could not start with this "
+                            + "configuration; its own error line names the setting (UCX_* environment variables "
+                            + "and UcxOptions.with)", st);
+                }
                 ctx = out.get(JAVA_LONG, 0);
                 Ucp.createMemtypeCache(); // stream sends' short protocol (see there)
             } finally {
