@@ -195,7 +195,8 @@ public final class UcxOptions implements Cloneable {
 
     /**
      * How many bytes of rendezvous (large) active-message payloads, frames and objects the worker pulls at once
-     * (default 4 MiB; one pull always runs, whatever its size). Later arrivals wait, announced but unpulled (UCX
+     * (default 4 MiB; one pull always runs, whatever its size, and a second one if it fits the budget by itself, so
+     * messages as large as the budget are double-buffered). Later arrivals wait, announced but unpulled (UCX
      * holds them, the sender's send stays pending), and are pulled oldest first as earlier pulls land, each into
      * memory allocated as it starts: in-flight receive memory stays bounded (unbounded, 32 outstanding 4 MiB
      * messages took 32 blocks at once) and a consumer that frees promptly gets cache-warm blocks back. The pulls

@@ -164,7 +164,8 @@ final class SweepBench implements Callable<Integer> {
         report.printTable(System.out, describe());
         if (peerStats != null && active.contains("ucx4j")) {
             System.out.println();
-            System.out.println("per-peer bandwidth of ucx4j transfers >= 1 MB (Endpoint.stats(): 25% 50% 75% (total bytes))");
+            System.out.println("per-peer bandwidth of ucx4j transfers >= 1 MB (Endpoint.stats(): 25% 50% 75% (total bytes);"
+                    + " each send's size over its time from post to completion, a window of them outstanding)");
             System.out.println(peerStats);
         }
         if (json != null) {
