@@ -174,7 +174,7 @@ final class AmReceiver {
         if (entry instanceof AmData m) {
             deliver(ep, inbox, m);
             if (ep != null) {
-                engine.receiveCompleted(ep);
+                engine.requests.receiveCompleted(ep);
             }
         } else {
             inbox.deliver(entry);
@@ -241,7 +241,7 @@ final class AmReceiver {
                     Upcalls.STREAM_RECV.address(), engine.userData(slot), 0);
             long r = Ucp.amRecvDataNbx(engine.worker, op.address, m.payload.address(), op.length,
                     engine.reqParam.address());
-            engine.posted(op, slot, r, op.length, 0);
+            engine.requests.posted(op, slot, r, op.length, 0);
         }
     }
 
@@ -358,7 +358,7 @@ final class AmReceiver {
         } else {
             op.attachment = null;
             m.free();
-            op.finish(0, 0, engine.errorFor(op, status));
+            op.finish(0, 0, engine.requests.errorFor(op, status));
         }
         pullEnded(op);
         schedulePulls(); // after the delivery: a handler frees first

@@ -215,7 +215,7 @@ final class Connections {
     private void startWaitingForTwin(EndpointCore c) {
         Op op;
         while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
-            engine.dispatch(op);
+            engine.requests.dispatch(op);
         }
     }
 
@@ -235,7 +235,7 @@ final class Connections {
         Op op;
         while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
             UcxException e = c.unusable(op.what);
-            engine.failNow(op, e != null ? e : engine.closedError(op.what));
+            engine.requests.failNow(op, e != null ? e : engine.closedError(op.what));
         }
     }
 
@@ -316,7 +316,7 @@ final class Connections {
         close.what = "close";
         close.ep = c;
         close.whenComplete((v, e) -> releaseEndpoint(c));
-        engine.post(close);
+        engine.requests.post(close);
     }
 
     private void cancelPending(EndpointCore c) {

@@ -112,7 +112,7 @@ public final class EndpointCore {
         closeAfterAction = action;
         engine.execute(() -> {
             closeAfter = receivesCompleted + n;
-            engine.checkCloseAfter(this);
+            engine.requests.checkCloseAfter(this);
         });
     }
 

@@ -73,7 +73,7 @@ public final class Engine {
     volatile boolean stopRequested;
     private volatile boolean terminated;
     private final SafeFuture<Void> terminatedFuture;
-    private volatile Thread owner;
+    volatile Thread owner;
     /** {@link #owner} written with release semantics by borrowers (no fence on their hot path). */
     private static final VarHandle OWNER;
 
@@ -97,6 +97,8 @@ public final class Engine {
     final AmReceiver amReceiver;
     final MemorySegment reqParam;
     private final MemorySegment lenOut, pollfd, scratch;
+    /** How ops become UCX requests and how they end (owner thread). */
+    final Requests requests;
     /** Owner thread: staging for short active messages sent inside the call. */
     private final MemorySegment sendScratch;
     private final byte[] workerAddress;
@@ -109,7 +111,6 @@ public final class Engine {
     final int livenessSeconds;
     /** UCP_ERR_HANDLING_MODE_PEER on every endpoint (both ends of a connection must agree; see Handshake). */
     final boolean peerErrorHandling;
-    private Op workerRecvHead; // worker-level receives still pending (cancelled at close)
     /** Live remote keys and memory registrations (owner thread), released before the worker and context go. */
     private final Registrations registrations;
     private int idle;
@@ -184,6 +185,7 @@ public final class Engine {
         this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
         this.amReceiver = new AmReceiver(this, cfg);
         this.registrations = new Registrations(ctx);
+        this.requests = new Requests(this, scratch, lenOut);
         pollfd.set(JAVA_INT, 0, efd);
         pollfd.set(JAVA_SHORT, 4, (short) 1); // POLLIN
         this.id = Upcalls.register(this);
@@ -677,7 +679,7 @@ public final class Engine {
                 continue;
             }
             if (op.claimQueued()) { // else its waiter took it back (withdraw) and finishes it itself
-                dispatch(op);
+                requests.dispatch(op);
             }
         }
         return queue.isEmpty();
@@ -720,7 +722,7 @@ public final class Engine {
         long r = Ucp.tagMsgRecvNbx(worker, address, length, msg, reqParam.address());
         if (r == 0) {
             ep.stats.received(len, 0);
-            receiveCompleted(ep);
+            requests.receiveCompleted(ep);
             return len;
         }
         // rendezvous: the payload is still on its way (the start time feeds the per-peer bandwidth figures)
@@ -736,20 +738,20 @@ public final class Engine {
         Op op = tagRecv(ep, address, length, tag, -1L, 0, null, true);
         op.waitedBy(Thread.currentThread());
         if (Status.isError(r)) {
-            op.finish(0, 0, errorFor(op, (int) r));
+            op.finish(0, 0, requests.errorFor(op, (int) r));
         } else {
             op.startedAt = startedAt;
             slots.alloc(op);
             op.request = r;
             op.polled = true;
-            linkPending(op);
+            requests.linkPending(op);
         }
         pendingNow = op;
         return PENDING;
     }
 
     /** UCX 1.16 and later report length and tag of a tag receive that completes inside the call (recv_info). */
-    private final boolean recvInfoAtOnce;
+    final boolean recvInfoAtOnce;
 
     /**
      * {@link #tagRecvNow} on UCX >= 1.16: one {@code ucp_tag_recv_nbx} that reports length and tag when it completes
@@ -764,7 +766,7 @@ public final class Engine {
         if (r == 0) {
             long len = scratch.get(JAVA_LONG, TRI_LENGTH);
             ep.stats.received(len, startedAt);
-            receiveCompleted(ep);
+            requests.receiveCompleted(ep);
             return len;
         }
         long n = Status.isError(r) ? -1 : spinPolled(ep, r, startedAt);
@@ -794,7 +796,7 @@ public final class Engine {
                 long len = scratch.get(JAVA_LONG, TRI_LENGTH);
                 Ucp.requestFree(r);
                 ep.stats.received(len, startedAt);
-                receiveCompleted(ep);
+                requests.receiveCompleted(ep);
                 return len;
             }
             if (st != Status.INPROGRESS) {
@@ -1062,22 +1064,22 @@ public final class Engine {
             op.waitedBy(Thread.currentThread());
         }
         if (stopRequested) {
-            freeOwned(op);
+            Requests.freeOwned(op);
             op.finish(0, 0, closedError(op.what));
             return;
         }
         if (Thread.currentThread() == owner) {
             if (op.blocking && inProgress) { // refused before UCX sees it: nothing is left posted
-                freeOwned(op);
+                Requests.freeOwned(op);
                 checkNotInProgress(op.what);
             }
-            post(op);
+            requests.post(op);
             return;
         }
         if (op.markQueued()) {
             queue.offer(op);
             if (terminated && op.claimQueued()) { // the worker stopped after our check: nobody will dispatch it
-                failNow(op, closedError(op.what));
+                requests.failNow(op, closedError(op.what));
                 return;
             }
         }
@@ -1244,14 +1246,14 @@ public final class Engine {
     private int polledCount;
     private int pollTurns;
 
-    private void addPolled(Op op) {
+    void addPolled(Op op) {
         if (polledCount == polledOps.length) {
             polledOps = Arrays.copyOf(polledOps, polledCount * 2);
         }
         polledOps[polledCount++] = op;
     }
 
-    private void removePolled(Op op) {
+    void removePolled(Op op) {
         for (int i = 0; i < polledCount; i++) {
             if (polledOps[i] == op) {
                 polledOps[i] = polledOps[--polledCount];
@@ -1281,7 +1283,7 @@ public final class Engine {
     }
 
     /** Completes a polled receive if UCX is done with it (owner thread); true when it completed. */
-    private boolean pollRecv(Op op) {
+    boolean pollRecv(Op op) {
         boolean stream = op.kind == Op.STREAM_RECV;
         int st = stream ? Ucp.streamRecvRequestTest(op.request, lenOut.address())
                 : Ucp.tagRecvRequestTest(op.request, scratch.address());
@@ -1290,7 +1292,7 @@ public final class Engine {
         }
         long len = st != Status.OK ? 0 : stream ? lenOut.get(JAVA_LONG, 0) : scratch.get(JAVA_LONG, TRI_LENGTH);
         long tag = st == Status.OK && !stream ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0;
-        completeSlot(op.slot, op.request, st, len, tag);
+        requests.completeSlot(op.slot, op.request, st, len, tag);
         return true;
     }
 
@@ -1312,7 +1314,7 @@ public final class Engine {
     private void withdraw(Op op) {
         if (op.claimQueued()) {
             op.cancelRequested = true;
-            freeOwned(op);
+            Requests.freeOwned(op);
             op.finish(0, 0, new CanceledException(op.what + " canceled before it started ("
                     + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
         } else {
@@ -1324,7 +1326,7 @@ public final class Engine {
     public void cancel(Op op) {
         op.cancelRequested = true;
         if (Thread.currentThread() == owner) {
-            cancelOnOwner(op);
+            requests.cancelOnOwner(op);
             return;
         }
         if (op.markQueued()) {
@@ -1368,7 +1370,7 @@ public final class Engine {
     private int awaitSpins = 500;
 
     /** The dedicated progress thread; null in caller mode. */
-    private Thread progressThread;
+    Thread progressThread;
 
     // ---- lending the worker to a thread that waits (progress-thread modes)
 
@@ -1559,7 +1561,7 @@ public final class Engine {
         Op op;
         while (work < 256 && (op = queue.poll()) != null) {
             if (op.claimQueued()) { // else its waiter took it back (withdraw) and finishes it itself
-                dispatch(op);
+                requests.dispatch(op);
             }
             work++;
         }
@@ -1657,278 +1659,11 @@ public final class Engine {
         }
     }
 
-    void dispatch(Op op) {
-        if (op.done) {
-            return;
-        }
-        if (op.slot >= 0 || op.request != 0) {
-            if (op.cancelRequested) {
-                cancelOnOwner(op);
-            }
-            return;
-        }
-        if (op.cancelRequested) {
-            freeOwned(op);
-            op.finish(0, 0, new CanceledException(op.what + " canceled before it started ("
-                    + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
-            return;
-        }
-        post(op);
-    }
 
-    void post(Op op) {
-        Thread me = Thread.currentThread();
-        if (me != progressThread && TestHooks.lastPoster != me) { // for tests: the progress thread's own posts,
-            TestHooks.lastPoster = me;                             // the common case, write nothing
-        }
-        if (op.length >= PeerStats.LARGE) {
-            op.startedAt = System.nanoTime();
-        }
-        if (Jfr.AVAILABLE && Jfr.transfers && op.kind != Op.TASK) {
-            op.jfr = Jfr.begin();
-        }
-        switch (op.kind) {
-            case Op.TASK -> runTask(op);
-            case Op.TAG_SEND -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
-                    return;
-                }
-                int slot = slots.alloc(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-                        Upcalls.SEND.address(), userData(slot), 0);
-                long r = Ucp.tagSendNbx(op.ep.handle, op.address, op.length, op.tag, reqParam.address());
-                posted(op, slot, r, op.length, op.tag);
-            }
-            case Op.TAG_RECV -> {
-                if (op.ep != null) {
-                    UcxException bad = op.ep.unusable(op.what);
-                    if (bad != null) {
-                        failNow(op, bad);
-                        return;
-                    }
-                }
-                int slot = slots.alloc(op);
-                if (recvInfoAtOnce && op.probed == 0) {
-                    // UCX >= 1.16: one call takes a message that waits (length and tag in recv_info, no upcall)
-                    // or queues the receive; a blocking receive of the thread driving the worker (owner or
-                    // borrower) is then polled (testPolled), any other completes through the callback
-                    op.polled = op.blocking && op.waiter == owner;
-                    setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO
-                            | (op.polled ? 0 : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA),
-                            op.polled ? 0 : Upcalls.TAG_RECV.address(), op.polled ? 0 : userData(slot), 0);
-                    reqParam.set(JAVA_LONG, RP_RECV_INFO, scratch.address());
-                    long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address(),
-                            !op.polled);
-                    boolean now = r == 0;
-                    if (posted(op, slot, r, now ? scratch.get(JAVA_LONG, TRI_LENGTH) : 0,
-                            now ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0)) {
-                        linkPending(op);
-                    }
-                    return;
-                }
-                // A message already waiting (or one a user's probe took) is received by its handle: the probe
-                // reports its length and tag, so immediate completion is fine and needs no upcall.
-                long msg = op.probed;
-                long len = op.tag, stag = op.mask; // what probedRecv recorded
-                if (msg == 0) {
-                    msg = Ucp.tagProbeNb(worker, op.tag, op.mask, true, scratch.address());
-                    len = scratch.get(JAVA_LONG, TRI_LENGTH);
-                    stag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
-                }
-                if (msg != 0) {
-                    setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
-                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE, Upcalls.TAG_RECV.address(), userData(slot), 0);
-                    long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, msg, reqParam.address());
-                    if (posted(op, slot, r, len, stag)) {
-                        linkPending(op);
-                    }
-                    return;
-                }
-                // Otherwise the receive waits in UCX. UCX before 1.16 reports no length/tag for an immediately
-                // completed tag receive (recv_info is filled from 1.16), so immediate completion is refused: a
-                // request always comes back. A blocking receive of the thread driving the worker (owner or
-                // borrower) is polled (testPolled), without a callback; any other completes through the callback.
-                op.polled = op.blocking && op.waiter == owner;
-                if (op.polled) {
-                    setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
-                } else {
-                    setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
-                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Upcalls.TAG_RECV.address(),
-                            userData(slot), 0);
-                }
-                // the probe just missed, and nothing progressed since: UCX only queues the request
-                long r = Ucp.tagRecvQueued(worker, op.address, op.length, op.tag, op.mask, reqParam.address());
-                if (posted(op, slot, r, 0, 0)) {
-                    linkPending(op);
-                }
-            }
-            case Op.STREAM_SEND -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
-                    return;
-                }
-                int slot = slots.alloc(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                        userData(slot), 0);
-                long r = Ucp.streamSendNbx(op.ep.handle, op.address, op.length, reqParam.address());
-                posted(op, slot, r, op.length, 0);
-            }
-            case Op.STREAM_RECV -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
-                    return;
-                }
-                long source = op.ep.loopback ? (op.ep.twin == null ? 0 : op.ep.twin.handle) : op.ep.handle;
-                if (source == 0) { // the loopback's other end is not open yet
-                    if (op.ep.waitingForTwin == null) {
-                        op.ep.waitingForTwin = new java.util.ArrayDeque<>();
-                    }
-                    op.ep.waitingForTwin.add(op);
-                    return;
-                }
-                int slot = slots.alloc(op);
-                // the driving thread's own blocking receive is polled (no upcall), like a tag receive
-                op.polled = op.blocking && op.waiter == owner;
-                setParam(op.polled ? UCP_OP_ATTR_FIELD_FLAGS
-                        : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-                        Upcalls.STREAM_RECV.address(), userData(slot), (int) op.mask);
-                long r = Ucp.streamRecvNbx(source, op.address, op.length, lenOut.address(),
-                        reqParam.address());
-                if (posted(op, slot, r, r == 0 ? lenOut.get(JAVA_LONG, 0) : 0, 0)) {
-                    linkPending(op);
-                }
-            }
-            case Op.AM_SEND -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
-                    return;
-                }
-                int slot = slots.alloc(op);
-                // contiguous bytes are UCX's default datatype; only a frame list needs the iov one
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
-                        | (op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0),
-                        Upcalls.SEND.address(), userData(slot), 0);
-                reqParam.set(JAVA_LONG, RP_DATATYPE, op.datatype);
-                long r = Ucp.amSendNbx(op.ep.handle, op.amId, op.header, op.headerLength, op.address, op.length,
-                        reqParam.address());
-                posted(op, slot, r, op.total, 0);
-            }
-            case Op.PUT, Op.GET -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
-                    return;
-                }
-                int slot = slots.alloc(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                        userData(slot), 0);
-                long r = op.kind == Op.PUT
-                        ? Ucp.putNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address())
-                        : Ucp.getNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address());
-                if (posted(op, slot, r, op.length, 0)) {
-                    op.ep.addPending(op);
-                }
-            }
-            case Op.RMA_FLUSH -> {
-                if (op.ep != null) {
-                    UcxException bad = op.ep.unusable(op.what);
-                    if (bad != null) {
-                        failNow(op, bad);
-                        return;
-                    }
-                }
-                int slot = slots.alloc(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                        userData(slot), 0);
-                long r = op.ep != null ? Ucp.epFlushNbx(op.ep.handle, reqParam.address())
-                        : Ucp.workerFlushNbx(worker, reqParam.address());
-                posted(op, slot, r, 0, 0);
-            }
-            case Op.FLUSH -> {
-                if (op.ep.state != EndpointCore.CLOSING || op.ep.handle == 0) {
-                    op.finish(0, 0, null);
-                    return;
-                }
-                int slot = slots.alloc(op);
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                        userData(slot), 0);
-                long r = Ucp.epFlushNbx(op.ep.handle, reqParam.address());
-                posted(op, slot, r, 0, 0);
-            }
-            case Op.CLOSE -> {
-                // UCX documents a forced close only where both ends handle peer errors (it may cause transport
-                // errors on the peer). Without, a gracefully closed endpoint (every send flushed) closes by
-                // flushing; an abort, a timeout or a dead peer still forces: a flushing close could wait forever
-                int slot = slots.alloc(op);
-                boolean force = peerErrorHandling || !op.ep.flushed;
-                setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-                        Upcalls.SEND.address(), userData(slot), force ? UCP_EP_CLOSE_FLAG_FORCE : 0);
-                long r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
-                posted(op, slot, r, 0, 0);
-            }
-            default -> throw new IllegalStateException("unknown op kind " + op.kind);
-        }
-    }
 
-    private void runTask(Op op) {
-        try {
-            op.task.run();
-            op.finish(0, 0, null);
-        } catch (UcxException e) {
-            op.finish(0, 0, e);
-        } catch (Throwable t) {
-            LOG.error("ucx4j task failed on {}", name, t);
-            op.finish(0, 0, new UcxException("internal error: " + t, 0, t));
-        }
-    }
 
-    void failNow(Op op, UcxException e) {
-        freeOwned(op);
-        op.finish(0, 0, e);
-    }
 
-    private void linkPending(Op op) {
-        if (op.polled) {
-            addPolled(op);
-        }
-        if (op.ep != null) {
-            op.ep.addPending(op);
-        } else {
-            op.pendingPrev = null;
-            op.pendingNext = workerRecvHead;
-            if (workerRecvHead != null) {
-                workerRecvHead.pendingPrev = op;
-            }
-            workerRecvHead = op;
-        }
-    }
 
-    private void unlinkPending(Op op) {
-        if (op.polled) {
-            removePolled(op);
-        }
-        if (op.ep != null) {
-            op.ep.removePending(op);
-            return;
-        }
-        if (op.pendingPrev == null && workerRecvHead != op) {
-            return;
-        }
-        if (op.pendingPrev != null) {
-            op.pendingPrev.pendingNext = op.pendingNext;
-        } else {
-            workerRecvHead = op.pendingNext;
-        }
-        if (op.pendingNext != null) {
-            op.pendingNext.pendingPrev = op.pendingPrev;
-        }
-        op.pendingPrev = op.pendingNext = null;
-    }
 
     void setParam(int attrMask, long cb, long userData, int flags) {
         MemorySegment p = reqParam;
@@ -1943,151 +1678,15 @@ public final class Engine {
         return Upcalls.userData(id, slot);
     }
 
-    /**
-     * Records the outcome of an nbx call; true while the op is still in flight. Once an op has finished, its
-     * waiter may already be reusing it, so the owner must not touch it again: "still in its slot" is the test.
-     */
-    boolean posted(Op op, int slot, long r, long immediateLength, long immediateTag) {
-        if (r == 0) {
-            slots.release(slot);
-            complete(op, Status.OK, immediateLength, immediateTag);
-            return false;
-        }
-        if (Status.isError(r)) {
-            slots.release(slot);
-            complete(op, (int) r, 0, 0);
-            return false;
-        }
-        if (slots.get(slot) != op) {
-            return false; // completed (and the request freed) by its callback inside the nbx call
-        }
-        op.request = r;
-        return true;
-    }
 
-    /** Ends an op on the owner thread: frees UCX's request and staging memory, maps the status, wakes the caller. */
-    private void complete(Op op, int status, long length, long tag) {
-        if (op.request != 0) {
-            Ucp.requestFree(op.request);
-            op.request = 0;
-        }
-        unlinkPending(op);
-        switch (op.kind) {
-            case Op.FLUSH, Op.CLOSE -> op.finish(0, 0, status == Status.OK ? null : UcxException.of(status, op.what));
-            case Op.RMA_FLUSH -> op.finish(0, 0, status == Status.OK ? null : errorFor(op, status));
-            case Op.AM_DATA -> amReceiver.pulled(op, status);
-            default -> {
-                if (status == Status.OK) {
-                    if (op.copyBack != null) {
-                        MemorySegment.copy(NativeAccess.view(op.owned, length), JAVA_BYTE, 0, op.copyBack, 0,
-                                (int) length);
-                    }
-                    freeOwned(op);
-                    EndpointCore ep = op.ep;
-                    boolean message = op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV;
-                    boolean receive = message || op.kind == Op.GET;
-                    if (ep != null) { // counted before the caller wakes, so it sees its own transfer
-                        if (receive) {
-                            ep.stats.received(length, op.startedAt);
-                        } else {
-                            ep.stats.sent(length, op.startedAt);
-                        }
-                    }
-                    op.finish(length, tag, null);
-                    if (ep != null && message) { // not op.kind: a finished blocking op may be reused at once
-                        receiveCompleted(ep);
-                    }
-                } else {
-                    freeOwned(op);
-                    op.finish(0, 0, errorFor(op, status));
-                }
-            }
-        }
-    }
 
-    /** Owner thread: counts a received message, and closes as armed by closeAfterReceives. */
-    void receiveCompleted(EndpointCore ep) {
-        ep.receivesCompleted++;
-        checkCloseAfter(ep);
-    }
 
-    /** Owner thread: starts the graceful close armed by closeAfterReceives once enough receives completed. */
-    void checkCloseAfter(EndpointCore ep) {
-        long at = ep.closeAfter;
-        if (at >= 0 && ep.receivesCompleted >= at) {
-            ep.closeAfter = -1;
-            Runnable action = ep.closeAfterAction;
-            if (action != null) {
-                executor.execute(action);
-            }
-        }
-    }
 
-    UcxException errorFor(Op op, int status) {
-        EndpointCore ep = op.ep;
-        if (ep != null) {
-            UcxException f = ep.failure;
-            if (f != null) {
-                return ep.unusable(op.what);
-            }
-            if (ep.closedLocally && (status == Status.ERR_CANCELED || status == Status.ERR_NOT_CONNECTED)) {
-                return ep.unusable(op.what);
-            }
-        }
-        if (status == Status.ERR_CANCELED && stopRequested) {
-            return new CanceledException(op.what + " canceled: the UCX worker was closed ("
-                    + Status.name(status) + ")", status);
-        }
-        if (status == Status.ERR_MESSAGE_TRUNCATED && (op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV)) {
-            return UcxException.of(status, op.what + ": the message is longer than the " + op.length
-                    + "-byte buffer");
-        }
-        if (status == Status.ERR_SHMEM_SEGMENT && (op.kind == Op.GET || op.kind == Op.PUT)) {
-            // UCX (1.20) maps a same-host peer's region when first used: it fails once the peer exited
-            return new org.ucx4j.ConnectionResetException(op.what + ": " + Status.describe(status)
-                    + ": the peer's shared memory could not be mapped (has the peer exited?)", status);
-        }
-        return UcxException.of(status, op.what);
-    }
 
-    private static void freeOwned(Op op) {
-        if (op.owned != 0) {
-            Ucp.free(op.owned);
-            op.owned = 0;
-        }
-    }
 
-    private void cancelOnOwner(Op op) {
-        if (op.done || op.request == 0) {
-            if (!op.done && op.slot < 0) {
-                dispatch(op); // not posted yet: dispatch sees cancelRequested
-            }
-            return;
-        }
-        if (op.kind == Op.TAG_RECV) {
-            Ucp.requestCancel(worker, op.request);
-            if (op.polled) {
-                pollRecv(op); // UCX completed it inside the cancel (no callback, no event): finish it now
-            }
-        } else if (op.ep != null) {
-            // UCX cannot cancel a send (or a stream receive) in flight: abort the endpoint, which purges it
-            connections.abortOnOwner(op.ep, null);
-        }
-    }
 
     // ---- upcalls: run on the owner thread inside ucp_worker_progress; never throw
 
-    /** An operation's callback (an upcall): completes the op in {@code slot} unless it is no longer there. */
-    void completeSlot(int slot, long request, int status, long length, long tag) {
-        Op op = slots.get(slot);
-        if (op == null || (op.request != request && op.request != 0)) {
-            Ucp.requestFree(request);
-            return;
-        }
-        op.request = request;
-        slots.release(slot);
-        complete(op, status, length < 0 ? op.length : length, tag);
-    }
 
     // ============================================================== active messages
 
@@ -2331,15 +1930,15 @@ public final class Engine {
         while ((op = queue.poll()) != null) { // commands still queued fail as closed
             if (op.claimQueued() && !op.done && op.request == 0) {
                 if (op.kind == Op.TASK) {
-                    runTask(op);
+                    requests.runTask(op);
                 } else {
-                    failNow(op, new CanceledException(op.what + " canceled: the UCX worker was closed ("
+                    requests.failNow(op, new CanceledException(op.what + " canceled: the UCX worker was closed ("
                             + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
                 }
             }
         }
         connections.abortAll();
-        for (Op r = workerRecvHead; r != null; r = r.pendingNext) {
+        for (Op r = requests.workerRecvHead; r != null; r = r.pendingNext) {
             Ucp.requestCancel(worker, r.request);
         }
         if (!terminated && driving > 0) { // raw peers' messages: their waiters, as the release would
@@ -2415,7 +2014,7 @@ public final class Engine {
             Op late;
             while ((late = queue.poll()) != null) {
                 if (late.claimQueued() && !late.done) {
-                    failNow(late, closedError(late.what));
+                    requests.failNow(late, closedError(late.what));
                 }
             }
             Upcalls.unregister(id);

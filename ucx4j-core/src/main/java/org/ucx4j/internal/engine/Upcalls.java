@@ -79,7 +79,7 @@ final class Upcalls {
 
     static void onSend(long request, int status, long userData) {
         try {
-            engine(userData).completeSlot((int) userData, request, Ucp.status(status), -1, 0);
+            engine(userData).requests.completeSlot((int) userData, request, Ucp.status(status), -1, 0);
         } catch (Throwable t) {
             LOG.error("ucx4j send callback failed", t);
         }
@@ -93,7 +93,7 @@ final class Upcalls {
                 len = NativeAccess.getLong(info + TRI_LENGTH);
                 tag = NativeAccess.getLong(info + TRI_SENDER_TAG);
             }
-            engine(userData).completeSlot((int) userData, request, status, len, tag);
+            engine(userData).requests.completeSlot((int) userData, request, status, len, tag);
         } catch (Throwable t) {
             LOG.error("ucx4j recv callback failed", t);
         }
@@ -101,7 +101,7 @@ final class Upcalls {
 
     static void onStreamRecv(long request, int status, long length, long userData) {
         try {
-            engine(userData).completeSlot((int) userData, request, Ucp.status(status), length, 0);
+            engine(userData).requests.completeSlot((int) userData, request, Ucp.status(status), length, 0);
         } catch (Throwable t) {
             LOG.error("ucx4j stream callback failed", t);
         }

@@ -1,0 +1,462 @@
+package org.ucx4j.internal.engine;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.ucx4j.internal.ffi.Structs.*;
+
+import java.lang.foreign.MemorySegment;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.ucx4j.CanceledException;
+import org.ucx4j.UcxException;
+import org.ucx4j.internal.ffi.NativeAccess;
+import org.ucx4j.internal.ffi.Status;
+import org.ucx4j.internal.ffi.Ucp;
+
+/**
+ * How operations become UCX requests and how they end, on the worker's owner thread: each op kind's nbx call
+ * ({@link #post}), the outcome of that call ({@link #posted}), completion by UCX's callback ({@link #completeSlot})
+ * or at once ({@link #complete}), the pending lists that a close or a peer failure cancels, and the mapping of UCX
+ * statuses to ucx4j's exceptions ({@link #errorFor}). The {@link Engine} decides when the owner runs; this class
+ * what it does with an op.
+ */
+final class Requests {
+    private static final Logger LOG = LoggerFactory.getLogger(Requests.class);
+
+    private final Engine engine;
+    private final OpSlots slots;
+    private final long worker;
+    private final MemorySegment reqParam, scratch, lenOut;
+    /** Worker-level receives still pending (cancelled at close). */
+    Op workerRecvHead;
+
+    Requests(Engine engine, MemorySegment scratch, MemorySegment lenOut) {
+        this.engine = engine;
+        this.slots = engine.slots;
+        this.worker = engine.worker;
+        this.reqParam = engine.reqParam;
+        this.scratch = scratch;
+        this.lenOut = lenOut;
+    }
+
+    /** Owner thread: an op handed over by another thread: cancelled if asked before it started, else posted. */
+    void dispatch(Op op) {
+        if (op.done) {
+            return;
+        }
+        if (op.slot >= 0 || op.request != 0) {
+            if (op.cancelRequested) {
+                cancelOnOwner(op);
+            }
+            return;
+        }
+        if (op.cancelRequested) {
+            freeOwned(op);
+            op.finish(0, 0, new CanceledException(op.what + " canceled before it started ("
+                    + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
+            return;
+        }
+        post(op);
+    }
+
+    /** Owner thread: makes the nbx call of {@code op}'s kind (a task just runs). */
+    void post(Op op) {
+        Thread me = Thread.currentThread();
+        // for tests: who posts; the progress thread's own posts (the common case) write nothing
+        if (me != engine.progressThread && TestHooks.lastPoster != me) {
+            TestHooks.lastPoster = me;
+        }
+        if (op.length >= PeerStats.LARGE) {
+            op.startedAt = System.nanoTime();
+        }
+        if (Jfr.AVAILABLE && Jfr.transfers && op.kind != Op.TASK) {
+            op.jfr = Jfr.begin();
+        }
+        switch (op.kind) {
+            case Op.TASK -> runTask(op);
+            case Op.TAG_SEND -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
+                int slot = slots.alloc(op);
+                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                        | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                        Upcalls.SEND.address(), engine.userData(slot), 0);
+                long r = Ucp.tagSendNbx(op.ep.handle, op.address, op.length, op.tag, reqParam.address());
+                posted(op, slot, r, op.length, op.tag);
+            }
+            case Op.TAG_RECV -> {
+                if (op.ep != null) {
+                    UcxException bad = op.ep.unusable(op.what);
+                    if (bad != null) {
+                        failNow(op, bad);
+                        return;
+                    }
+                }
+                int slot = slots.alloc(op);
+                if (engine.recvInfoAtOnce && op.probed == 0) {
+                    // UCX >= 1.16: one call takes a message that waits (length and tag in recv_info, no upcall)
+                    // or queues the receive; a blocking receive of the thread driving the worker (owner or
+                    // borrower) is then polled (testPolled), any other completes through the callback
+                    op.polled = op.blocking && op.waiter == engine.owner;
+                    engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO
+                            | (op.polled ? 0 : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA),
+                            op.polled ? 0 : Upcalls.TAG_RECV.address(), op.polled ? 0 : engine.userData(slot), 0);
+                    reqParam.set(JAVA_LONG, RP_RECV_INFO, scratch.address());
+                    long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address(),
+                            !op.polled);
+                    boolean now = r == 0;
+                    if (posted(op, slot, r, now ? scratch.get(JAVA_LONG, TRI_LENGTH) : 0,
+                            now ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0)) {
+                        linkPending(op);
+                    }
+                    return;
+                }
+                // A message already waiting (or one a user's probe took) is received by its handle: the probe
+                // reports its length and tag, so immediate completion is fine and needs no upcall.
+                long msg = op.probed;
+                long len = op.tag, stag = op.mask; // what probedRecv recorded
+                if (msg == 0) {
+                    msg = Ucp.tagProbeNb(worker, op.tag, op.mask, true, scratch.address());
+                    len = scratch.get(JAVA_LONG, TRI_LENGTH);
+                    stag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
+                }
+                if (msg != 0) {
+                    engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE, Upcalls.TAG_RECV.address(), engine.userData(slot), 0);
+                    long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, msg, reqParam.address());
+                    if (posted(op, slot, r, len, stag)) {
+                        linkPending(op);
+                    }
+                    return;
+                }
+                // Otherwise the receive waits in UCX. UCX before 1.16 reports no length/tag for an immediately
+                // completed tag receive (recv_info is filled from 1.16), so immediate completion is refused: a
+                // request always comes back. A blocking receive of the thread driving the worker (owner or
+                // borrower) is polled (testPolled), without a callback; any other completes through the callback.
+                op.polled = op.blocking && op.waiter == engine.owner;
+                if (op.polled) {
+                    engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
+                } else {
+                    engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                            | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, Upcalls.TAG_RECV.address(),
+                            engine.userData(slot), 0);
+                }
+                // the probe just missed, and nothing progressed since: UCX only queues the request
+                long r = Ucp.tagRecvQueued(worker, op.address, op.length, op.tag, op.mask, reqParam.address());
+                if (posted(op, slot, r, 0, 0)) {
+                    linkPending(op);
+                }
+            }
+            case Op.STREAM_SEND -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
+                int slot = slots.alloc(op);
+                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
+                        engine.userData(slot), 0);
+                long r = Ucp.streamSendNbx(op.ep.handle, op.address, op.length, reqParam.address());
+                posted(op, slot, r, op.length, 0);
+            }
+            case Op.STREAM_RECV -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
+                long source = op.ep.loopback ? (op.ep.twin == null ? 0 : op.ep.twin.handle) : op.ep.handle;
+                if (source == 0) { // the loopback's other end is not open yet
+                    if (op.ep.waitingForTwin == null) {
+                        op.ep.waitingForTwin = new java.util.ArrayDeque<>();
+                    }
+                    op.ep.waitingForTwin.add(op);
+                    return;
+                }
+                int slot = slots.alloc(op);
+                // the driving thread's own blocking receive is polled (no upcall), like a tag receive
+                op.polled = op.blocking && op.waiter == engine.owner;
+                engine.setParam(op.polled ? UCP_OP_ATTR_FIELD_FLAGS
+                        : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+                        Upcalls.STREAM_RECV.address(), engine.userData(slot), (int) op.mask);
+                long r = Ucp.streamRecvNbx(source, op.address, op.length, lenOut.address(),
+                        reqParam.address());
+                if (posted(op, slot, r, r == 0 ? lenOut.get(JAVA_LONG, 0) : 0, 0)) {
+                    linkPending(op);
+                }
+            }
+            case Op.AM_SEND -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
+                int slot = slots.alloc(op);
+                // contiguous bytes are UCX's default datatype; only a frame list needs the iov one
+                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                        | (op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0),
+                        Upcalls.SEND.address(), engine.userData(slot), 0);
+                reqParam.set(JAVA_LONG, RP_DATATYPE, op.datatype);
+                long r = Ucp.amSendNbx(op.ep.handle, op.amId, op.header, op.headerLength, op.address, op.length,
+                        reqParam.address());
+                posted(op, slot, r, op.total, 0);
+            }
+            case Op.PUT, Op.GET -> {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    failNow(op, bad);
+                    return;
+                }
+                int slot = slots.alloc(op);
+                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
+                        engine.userData(slot), 0);
+                long r = op.kind == Op.PUT
+                        ? Ucp.putNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address())
+                        : Ucp.getNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address());
+                if (posted(op, slot, r, op.length, 0)) {
+                    op.ep.addPending(op);
+                }
+            }
+            case Op.RMA_FLUSH -> {
+                if (op.ep != null) {
+                    UcxException bad = op.ep.unusable(op.what);
+                    if (bad != null) {
+                        failNow(op, bad);
+                        return;
+                    }
+                }
+                int slot = slots.alloc(op);
+                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
+                        engine.userData(slot), 0);
+                long r = op.ep != null ? Ucp.epFlushNbx(op.ep.handle, reqParam.address())
+                        : Ucp.workerFlushNbx(worker, reqParam.address());
+                posted(op, slot, r, 0, 0);
+            }
+            case Op.FLUSH -> {
+                if (op.ep.state != EndpointCore.CLOSING || op.ep.handle == 0) {
+                    op.finish(0, 0, null);
+                    return;
+                }
+                int slot = slots.alloc(op);
+                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
+                        engine.userData(slot), 0);
+                long r = Ucp.epFlushNbx(op.ep.handle, reqParam.address());
+                posted(op, slot, r, 0, 0);
+            }
+            case Op.CLOSE -> {
+                // UCX documents a forced close only where both ends handle peer errors (it may cause transport
+                // errors on the peer). Without, a gracefully closed endpoint (every send flushed) closes by
+                // flushing; an abort, a timeout or a dead peer still forces: a flushing close could wait forever
+                int slot = slots.alloc(op);
+                boolean force = engine.peerErrorHandling || !op.ep.flushed;
+                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+                        Upcalls.SEND.address(), engine.userData(slot), force ? UCP_EP_CLOSE_FLAG_FORCE : 0);
+                long r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
+                posted(op, slot, r, 0, 0);
+            }
+            default -> throw new IllegalStateException("unknown op kind " + op.kind);
+        }
+    }
+
+    void runTask(Op op) {
+        try {
+            op.task.run();
+            op.finish(0, 0, null);
+        } catch (UcxException e) {
+            op.finish(0, 0, e);
+        } catch (Throwable t) {
+            LOG.error("ucx4j task failed on {}", engine.name, t);
+            op.finish(0, 0, new UcxException("internal error: " + t, 0, t));
+        }
+    }
+
+    void failNow(Op op, UcxException e) {
+        freeOwned(op);
+        op.finish(0, 0, e);
+    }
+
+    void linkPending(Op op) {
+        if (op.polled) {
+            engine.addPolled(op);
+        }
+        if (op.ep != null) {
+            op.ep.addPending(op);
+        } else {
+            op.pendingPrev = null;
+            op.pendingNext = workerRecvHead;
+            if (workerRecvHead != null) {
+                workerRecvHead.pendingPrev = op;
+            }
+            workerRecvHead = op;
+        }
+    }
+
+    private void unlinkPending(Op op) {
+        if (op.polled) {
+            engine.removePolled(op);
+        }
+        if (op.ep != null) {
+            op.ep.removePending(op);
+            return;
+        }
+        if (op.pendingPrev == null && workerRecvHead != op) {
+            return;
+        }
+        if (op.pendingPrev != null) {
+            op.pendingPrev.pendingNext = op.pendingNext;
+        } else {
+            workerRecvHead = op.pendingNext;
+        }
+        if (op.pendingNext != null) {
+            op.pendingNext.pendingPrev = op.pendingPrev;
+        }
+        op.pendingPrev = op.pendingNext = null;
+    }
+
+    /**
+     * Records the outcome of an nbx call; true while the op is still in flight. Once an op has finished, its
+     * waiter may already be reusing it, so the owner must not touch it again: "still in its slot" is the test.
+     */
+    boolean posted(Op op, int slot, long r, long immediateLength, long immediateTag) {
+        if (r == 0) {
+            slots.release(slot);
+            complete(op, Status.OK, immediateLength, immediateTag);
+            return false;
+        }
+        if (Status.isError(r)) {
+            slots.release(slot);
+            complete(op, (int) r, 0, 0);
+            return false;
+        }
+        if (slots.get(slot) != op) {
+            return false; // completed (and the request freed) by its callback inside the nbx call
+        }
+        op.request = r;
+        return true;
+    }
+
+    /** Ends an op on the owner thread: frees UCX's request and staging memory, maps the status, wakes the caller. */
+    private void complete(Op op, int status, long length, long tag) {
+        if (op.request != 0) {
+            Ucp.requestFree(op.request);
+            op.request = 0;
+        }
+        unlinkPending(op);
+        switch (op.kind) {
+            case Op.FLUSH, Op.CLOSE -> op.finish(0, 0, status == Status.OK ? null : UcxException.of(status, op.what));
+            case Op.RMA_FLUSH -> op.finish(0, 0, status == Status.OK ? null : errorFor(op, status));
+            case Op.AM_DATA -> engine.amReceiver.pulled(op, status);
+            default -> {
+                if (status == Status.OK) {
+                    if (op.copyBack != null) {
+                        MemorySegment.copy(NativeAccess.view(op.owned, length), JAVA_BYTE, 0, op.copyBack, 0,
+                                (int) length);
+                    }
+                    freeOwned(op);
+                    EndpointCore ep = op.ep;
+                    boolean message = op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV;
+                    boolean receive = message || op.kind == Op.GET;
+                    if (ep != null) { // counted before the caller wakes, so it sees its own transfer
+                        if (receive) {
+                            ep.stats.received(length, op.startedAt);
+                        } else {
+                            ep.stats.sent(length, op.startedAt);
+                        }
+                    }
+                    op.finish(length, tag, null);
+                    if (ep != null && message) { // not op.kind: a finished blocking op may be reused at once
+                        receiveCompleted(ep);
+                    }
+                } else {
+                    freeOwned(op);
+                    op.finish(0, 0, errorFor(op, status));
+                }
+            }
+        }
+    }
+
+    /** Owner thread: counts a received message, and closes as armed by closeAfterReceives. */
+    void receiveCompleted(EndpointCore ep) {
+        ep.receivesCompleted++;
+        checkCloseAfter(ep);
+    }
+
+    /** Owner thread: starts the graceful close armed by closeAfterReceives once enough receives completed. */
+    void checkCloseAfter(EndpointCore ep) {
+        long at = ep.closeAfter;
+        if (at >= 0 && ep.receivesCompleted >= at) {
+            ep.closeAfter = -1;
+            Runnable action = ep.closeAfterAction;
+            if (action != null) {
+                engine.executor.execute(action);
+            }
+        }
+    }
+
+    UcxException errorFor(Op op, int status) {
+        EndpointCore ep = op.ep;
+        if (ep != null) {
+            UcxException f = ep.failure;
+            if (f != null) {
+                return ep.unusable(op.what);
+            }
+            if (ep.closedLocally && (status == Status.ERR_CANCELED || status == Status.ERR_NOT_CONNECTED)) {
+                return ep.unusable(op.what);
+            }
+        }
+        if (status == Status.ERR_CANCELED && engine.stopRequested) {
+            return new CanceledException(op.what + " canceled: the UCX worker was closed ("
+                    + Status.name(status) + ")", status);
+        }
+        if (status == Status.ERR_MESSAGE_TRUNCATED && (op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV)) {
+            return UcxException.of(status, op.what + ": the message is longer than the " + op.length
+                    + "-byte buffer");
+        }
+        if (status == Status.ERR_SHMEM_SEGMENT && (op.kind == Op.GET || op.kind == Op.PUT)) {
+            // UCX (1.20) maps a same-host peer's region when first used: it fails once the peer exited
+            return new org.ucx4j.ConnectionResetException(op.what + ": " + Status.describe(status)
+                    + ": the peer's shared memory could not be mapped (has the peer exited?)", status);
+        }
+        return UcxException.of(status, op.what);
+    }
+
+    static void freeOwned(Op op) {
+        if (op.owned != 0) {
+            Ucp.free(op.owned);
+            op.owned = 0;
+        }
+    }
+
+    void cancelOnOwner(Op op) {
+        if (op.done || op.request == 0) {
+            if (!op.done && op.slot < 0) {
+                dispatch(op); // not posted yet: dispatch sees cancelRequested
+            }
+            return;
+        }
+        if (op.kind == Op.TAG_RECV) {
+            Ucp.requestCancel(worker, op.request);
+            if (op.polled) {
+                engine.pollRecv(op); // UCX completed it inside the cancel (no callback, no event): finish it now
+            }
+        } else if (op.ep != null) {
+            // UCX cannot cancel a send (or a stream receive) in flight: abort the endpoint, which purges it
+            engine.connections.abortOnOwner(op.ep, null);
+        }
+    }
+
+    /** An operation's callback (an upcall): completes the op in {@code slot} unless it is no longer there. */
+    void completeSlot(int slot, long request, int status, long length, long tag) {
+        Op op = slots.get(slot);
+        if (op == null || (op.request != request && op.request != 0)) {
+            Ucp.requestFree(request);
+            return;
+        }
+        op.request = request;
+        slots.release(slot);
+        complete(op, status, length < 0 ? op.length : length, tag);
+    }
+}
