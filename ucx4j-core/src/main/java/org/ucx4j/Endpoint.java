@@ -12,6 +12,7 @@ import org.ucx4j.internal.engine.AmSend;
 import org.ucx4j.internal.engine.AmWire;
 import org.ucx4j.internal.engine.Engine;
 import org.ucx4j.internal.engine.EndpointCore;
+import org.ucx4j.internal.engine.InCall;
 import org.ucx4j.internal.engine.Op;
 
 /**
@@ -127,12 +128,12 @@ public final class Endpoint implements AutoCloseable {
 
     private CompletableFuture<Long> sendSegmentAsync(MemorySegment seg, long wireTag) {
         Op op = startTagSend(seg, wireTag, false);
-        return op == Engine.SENT ? engine.completed(seg.byteSize()) : op;
+        return op == InCall.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
     private void sendSegment(MemorySegment seg, long wireTag, long timeoutNanos) {
         Op op = startTagSend(seg, wireTag, true);
-        if (op != Engine.SENT) {
+        if (op != InCall.SENT) {
             engine.await(op, timeoutNanos);
         }
     }
@@ -141,7 +142,7 @@ public final class Endpoint implements AutoCloseable {
      * Starts a tag send. On the worker's owner thread (caller-driven mode), or on a thread that borrows the worker
      * for the call ({@link Engine#enterCall}: a blocking call waits for it, an asynchronous one takes it only if
      * nobody drives it), a message small enough for UCX's short protocol is sent inside the call without an
-     * operation object ({@link Engine#SENT}; the async form then hands back a shared completed future), and a
+     * operation object ({@link InCall#SENT}; the async form then hands back a shared completed future), and a
      * larger one is posted by this thread; otherwise its op goes to the worker's thread through the queue.
      */
     private Op startTagSend(MemorySegment seg, long wireTag, boolean blocking) {
@@ -149,12 +150,12 @@ public final class Endpoint implements AutoCloseable {
         boolean borrowed = engine.enterCall(core, blocking);
         Op op = null;
         try {
-            Op now = engine.tagSendNow(core, seg.address(), seg.byteSize(), wireTag, blocking);
-            op = now == Engine.SENT ? now : now != null ? kept(now, seg) // in flight after all
+            Op now = engine.inCall.tagSend(core, seg.address(), seg.byteSize(), wireTag, blocking);
+            op = now == InCall.SENT ? now : now != null ? kept(now, seg) // in flight after all
                     : submitted(kept(engine.tagSend(core, seg.address(), seg.byteSize(), wireTag, 0, blocking), seg));
             return op;
         } finally {
-            engine.leaveCall(borrowed, blocking && op != Engine.SENT ? op : null); // it waits for op next
+            engine.leaveCall(borrowed, blocking && op != InCall.SENT ? op : null); // it waits for op next
         }
     }
 
@@ -306,7 +307,7 @@ public final class Endpoint implements AutoCloseable {
     public CompletableFuture<Long> streamSendAsync(MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, false);
         Op op = startStreamSend(seg, false);
-        return op == Engine.SENT ? engine.completed(seg.byteSize()) : op;
+        return op == InCall.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
     public void streamSend(MemorySegment buf) {
@@ -317,7 +318,7 @@ public final class Endpoint implements AutoCloseable {
         long t = timeout == null ? -1 : Buffers.nanos(timeout);
         MemorySegment seg = Buffers.segment(buf, false);
         Op op = startStreamSend(seg, true);
-        if (op != Engine.SENT) {
+        if (op != InCall.SENT) {
             engine.await(op, t);
         }
     }
@@ -328,12 +329,12 @@ public final class Endpoint implements AutoCloseable {
         boolean borrowed = engine.enterCall(core, blocking);
         Op op = null;
         try {
-            Op now = engine.streamSendNow(core, seg.address(), seg.byteSize(), blocking);
-            op = now == Engine.SENT ? now : now != null ? kept(now, seg) // in flight after all
+            Op now = engine.inCall.streamSend(core, seg.address(), seg.byteSize(), blocking);
+            op = now == InCall.SENT ? now : now != null ? kept(now, seg) // in flight after all
                     : submitted(kept(engine.streamSend(core, seg.address(), seg.byteSize(), 0, blocking), seg));
             return op;
         } finally {
-            engine.leaveCall(borrowed, blocking && op != Engine.SENT ? op : null); // it waits for op next
+            engine.leaveCall(borrowed, blocking && op != InCall.SENT ? op : null); // it waits for op next
         }
     }
 
@@ -409,7 +410,7 @@ public final class Endpoint implements AutoCloseable {
      */
     public CompletableFuture<Long> amSendAsync(MemorySegment header, MemorySegment payload) {
         Op op = startAmSend(header, payload, false);
-        return op == Engine.SENT ? engine.completed(payload.byteSize()) : op;
+        return op == InCall.SENT ? engine.completed(payload.byteSize()) : op;
     }
 
     public void amSend(MemorySegment header, MemorySegment payload) {
@@ -422,14 +423,14 @@ public final class Endpoint implements AutoCloseable {
 
     private void amSend(MemorySegment header, MemorySegment payload, long timeoutNanos) {
         Op op = startAmSend(header, payload, true);
-        if (op != Engine.SENT) {
+        if (op != InCall.SENT) {
             engine.await(op, timeoutNanos);
         }
     }
 
     /**
      * Starts an active message, as {@link #startTagSend} does a tag send: a short one goes out inside the call
-     * where this thread owns (or borrows) the worker ({@link Engine#SENT}).
+     * where this thread owns (or borrows) the worker ({@link InCall#SENT}).
      */
     private Op startAmSend(MemorySegment header, MemorySegment payload, boolean blocking) {
         Objects.requireNonNull(header, "header");
@@ -438,12 +439,12 @@ public final class Endpoint implements AutoCloseable {
         boolean borrowed = engine.enterCall(core, blocking);
         Op op = null;
         try {
-            Op now = engine.amSendNow(core, header, payload, blocking);
-            op = now == Engine.SENT ? now : now != null ? kept(now, payload) : submitted(amOp(header, payload,
+            Op now = engine.inCall.amSend(core, header, payload, blocking);
+            op = now == InCall.SENT ? now : now != null ? kept(now, payload) : submitted(amOp(header, payload,
                     blocking));
             return op;
         } finally {
-            engine.leaveCall(borrowed, blocking && op != Engine.SENT ? op : null); // it waits for op next
+            engine.leaveCall(borrowed, blocking && op != InCall.SENT ? op : null); // it waits for op next
         }
     }
 
@@ -682,18 +683,18 @@ public final class Endpoint implements AutoCloseable {
     private CompletableFuture<Long> rmaAsync(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset) {
         MemorySegment seg = Buffers.segment(buf, get);
         Op op = rmaStart(get, seg, key, remoteOffset, false);
-        return op == Engine.SENT ? engine.completed(seg.byteSize()) : op;
+        return op == InCall.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
     private long rma(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset, long timeoutNanos) {
         MemorySegment seg = Buffers.segment(buf, get);
         Op op = rmaStart(get, seg, key, remoteOffset, true);
-        return op == Engine.SENT ? seg.byteSize() : engine.await(op, timeoutNanos);
+        return op == InCall.SENT ? seg.byteSize() : engine.await(op, timeoutNanos);
     }
 
     /**
      * Starts a put or get: on the worker's owner thread (or one that borrows the worker) one UCX finishes inside
-     * the call (same-host: a copy from or to the peer's mapped memory) needs no operation object ({@link Engine#SENT});
+     * the call (same-host: a copy from or to the peer's mapped memory) needs no operation object ({@link InCall#SENT});
      * anything else is an op in flight.
      */
     private Op rmaStart(boolean get, MemorySegment seg, RemoteKey key, long remoteOffset, boolean blocking) {
@@ -702,13 +703,13 @@ public final class Endpoint implements AutoCloseable {
         boolean borrowed = engine.enterCall(core, blocking);
         Op op = null;
         try {
-            Op now = engine.rmaNow(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
-            op = now == Engine.SENT ? now : now != null ? kept(now, seg)
+            Op now = engine.inCall.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
+            op = now == InCall.SENT ? now : now != null ? kept(now, seg)
                     : submitted(kept(engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking),
                             seg));
             return op;
         } finally {
-            engine.leaveCall(borrowed, blocking && op != Engine.SENT ? op : null); // it waits for op next
+            engine.leaveCall(borrowed, blocking && op != InCall.SENT ? op : null); // it waits for op next
         }
     }
 

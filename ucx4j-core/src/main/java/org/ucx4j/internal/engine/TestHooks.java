@@ -10,7 +10,7 @@ public final class TestHooks {
      * Set it before the worker's owner thread sends; restore it after.
      */
     public static void forceImmediateSends(boolean force) {
-        Engine.sendNowFlag = force ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL : 0;
+        InCall.sendNowFlag = force ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL : 0;
     }
 
     /** The thread that last asked to borrow a worker from its progress thread (any engine). */
