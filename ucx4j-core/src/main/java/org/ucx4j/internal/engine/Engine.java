@@ -374,7 +374,6 @@ public final class Engine {
                 && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers);
     }
 
-
     private DoneFuture lastDone;
     /** {@link #lastDone} of a thread that sent with a borrowed worker, given back by now. */
     private static final ThreadLocal<DoneFuture[]> LAST_DONE = ThreadLocal.withInitial(() -> new DoneFuture[1]);
@@ -1491,12 +1490,7 @@ public final class Engine {
         }
     }
 
-
-
-
-
-
-
+    /** Owner thread: fills the shared request parameters for the next nbx call (host memory). */
     void setParam(int attrMask, long cb, long userData, int flags) {
         MemorySegment p = reqParam;
         p.set(JAVA_INT, RP_OP_ATTR_MASK, attrMask);
@@ -1506,19 +1500,10 @@ public final class Engine {
         p.set(JAVA_INT, RP_MEMORY_TYPE, UCS_MEMORY_TYPE_HOST);
     }
 
+    /** The user data a callback of this engine's op in {@code slot} carries. */
     long userData(int slot) {
         return Upcalls.userData(id, slot);
     }
-
-
-
-
-
-
-
-
-    // ---- upcalls: run on the owner thread inside ucp_worker_progress; never throw
-
 
     // ============================================================== active messages
 
@@ -1583,7 +1568,6 @@ public final class Engine {
             Thread.currentThread().interrupt();
         }
     }
-
 
     // ============================================================== info
 

@@ -21,7 +21,7 @@ import org.ucx4j.internal.ffi.Ucp;
  * what it does with an op.
  */
 final class Requests {
-    private static final Logger LOG = LoggerFactory.getLogger(Requests.class);
+    private static final Logger LOG = LoggerFactory.getLogger(Engine.class); // the engine's failures, as before
 
     private final Engine engine;
     private final OpSlots slots;
