@@ -320,7 +320,7 @@ final class Connections {
     }
 
     private void cancelPending(EndpointCore c) {
-        for (Op op = c.pendingHead; op != null; op = op.pendingNext) {
+        for (Op op = c.pending.head; op != null; op = op.pendingNext) {
             if (op.request != 0) {
                 Ucp.requestCancel(engine.worker, op.request);
             }

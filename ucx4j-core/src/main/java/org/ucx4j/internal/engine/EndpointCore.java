@@ -64,8 +64,8 @@ public final class EndpointCore {
     volatile boolean closedLocally;
     /** A graceful close flushed every send: nothing is left in flight. */
     public volatile boolean flushed;
-    Op pendingHead;
-    int pendingCount;
+    /** Its operations UCX holds a request for (owner thread). */
+    final PendingOps pending = new PendingOps();
     final SafeFuture<Void> closed;
     /** Close callbacks not yet run; guarded by itself, with {@link #callbacksFired} and {@link #closeCause}. */
     private final List<Consumer<Throwable>> closeCallbacks = new java.util.ArrayList<>();
@@ -205,32 +205,6 @@ public final class EndpointCore {
         }
         return new EndpointClosedException(what + ": endpoint to " + peer + " is closed ("
                 + Status.name(Status.ERR_NOT_CONNECTED) + ")", Status.ERR_NOT_CONNECTED);
-    }
-
-    void addPending(Op op) {
-        op.pendingPrev = null;
-        op.pendingNext = pendingHead;
-        if (pendingHead != null) {
-            pendingHead.pendingPrev = op;
-        }
-        pendingHead = op;
-        pendingCount++;
-    }
-
-    void removePending(Op op) {
-        if (op.pendingPrev == null && pendingHead != op) {
-            return; // not linked
-        }
-        if (op.pendingPrev != null) {
-            op.pendingPrev.pendingNext = op.pendingNext;
-        } else {
-            pendingHead = op.pendingNext;
-        }
-        if (op.pendingNext != null) {
-            op.pendingNext.pendingPrev = op.pendingPrev;
-        }
-        op.pendingPrev = op.pendingNext = null;
-        pendingCount--;
     }
 
     @Override

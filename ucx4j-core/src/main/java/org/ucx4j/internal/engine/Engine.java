@@ -1754,7 +1754,7 @@ public final class Engine {
             }
         }
         connections.abortAll();
-        for (Op r = requests.workerRecvHead; r != null; r = r.pendingNext) {
+        for (Op r = requests.workerRecvs.head; r != null; r = r.pendingNext) {
             Ucp.requestCancel(worker, r.request);
         }
         if (!terminated && driving > 0) { // raw peers' messages: their waiters, as the release would

@@ -155,7 +155,7 @@ public final class InCall {
                 : Ucp.putNbx(ep.handle, local, length, remoteAddress, rkey, reqParam.address());
         if (Status.isRequest(r)) {
             Op op = adopt(engine.rma(ep, get, local, length, remoteAddress, rkey, blocking), slot, r);
-            ep.addPending(op); // as a posted one: failed with its endpoint
+            ep.pending.add(op); // as a posted one: failed with its endpoint
             return op;
         }
         slots.release(slot);

@@ -27,8 +27,8 @@ final class Requests {
     private final OpSlots slots;
     private final long worker;
     private final MemorySegment reqParam, scratch, lenOut;
-    /** Worker-level receives still pending (cancelled at close). */
-    Op workerRecvHead;
+    /** Worker-level receives still pending (canceled at close). */
+    final PendingOps workerRecvs = new PendingOps();
 
     Requests(Engine engine, MemorySegment scratch, MemorySegment lenOut) {
         this.engine = engine;
@@ -59,6 +59,24 @@ final class Requests {
         post(op);
     }
 
+    /** Fails {@code op} at once if its endpoint cannot take it (closed, failed, not yet open): true then. */
+    private boolean refused(Op op) {
+        UcxException bad = op.ep.unusable(op.what);
+        if (bad == null) {
+            return false;
+        }
+        failNow(op, bad);
+        return true;
+    }
+
+    /** Takes a slot for {@code op} and sets the request parameters for a send-style callback naming it. */
+    private int withSendCallback(Op op) {
+        int slot = slots.alloc(op);
+        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
+                engine.userData(slot), 0);
+        return slot;
+    }
+
     /** Owner thread: makes the nbx call of {@code op}'s kind (a task just runs). */
     void post(Op op) {
         Thread me = Thread.currentThread();
@@ -75,9 +93,7 @@ final class Requests {
         switch (op.kind) {
             case Op.TASK -> runTask(op);
             case Op.TAG_SEND -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
+                if (refused(op)) {
                     return;
                 }
                 int slot = slots.alloc(op);
@@ -88,12 +104,8 @@ final class Requests {
                 posted(op, slot, r, op.length, op.tag);
             }
             case Op.TAG_RECV -> {
-                if (op.ep != null) {
-                    UcxException bad = op.ep.unusable(op.what);
-                    if (bad != null) {
-                        failNow(op, bad);
-                        return;
-                    }
+                if (op.ep != null && refused(op)) {
+                    return;
                 }
                 int slot = slots.alloc(op);
                 if (engine.recvInfoAtOnce && op.probed == 0) {
@@ -151,21 +163,15 @@ final class Requests {
                 }
             }
             case Op.STREAM_SEND -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
+                if (refused(op)) {
                     return;
                 }
-                int slot = slots.alloc(op);
-                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                        engine.userData(slot), 0);
+                int slot = withSendCallback(op);
                 long r = Ucp.streamSendNbx(op.ep.handle, op.address, op.length, reqParam.address());
                 posted(op, slot, r, op.length, 0);
             }
             case Op.STREAM_RECV -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
+                if (refused(op)) {
                     return;
                 }
                 long source = op.ep.loopback ? (op.ep.twin == null ? 0 : op.ep.twin.handle) : op.ep.handle;
@@ -189,9 +195,7 @@ final class Requests {
                 }
             }
             case Op.AM_SEND -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
+                if (refused(op)) {
                     return;
                 }
                 int slot = slots.alloc(op);
@@ -205,32 +209,22 @@ final class Requests {
                 posted(op, slot, r, op.total, 0);
             }
             case Op.PUT, Op.GET -> {
-                UcxException bad = op.ep.unusable(op.what);
-                if (bad != null) {
-                    failNow(op, bad);
+                if (refused(op)) {
                     return;
                 }
-                int slot = slots.alloc(op);
-                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                        engine.userData(slot), 0);
+                int slot = withSendCallback(op);
                 long r = op.kind == Op.PUT
                         ? Ucp.putNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address())
                         : Ucp.getNbx(op.ep.handle, op.address, op.length, op.tag, op.rkey, reqParam.address());
                 if (posted(op, slot, r, op.length, 0)) {
-                    op.ep.addPending(op);
+                    op.ep.pending.add(op);
                 }
             }
             case Op.RMA_FLUSH -> {
-                if (op.ep != null) {
-                    UcxException bad = op.ep.unusable(op.what);
-                    if (bad != null) {
-                        failNow(op, bad);
-                        return;
-                    }
+                if (op.ep != null && refused(op)) {
+                    return;
                 }
-                int slot = slots.alloc(op);
-                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                        engine.userData(slot), 0);
+                int slot = withSendCallback(op);
                 long r = op.ep != null ? Ucp.epFlushNbx(op.ep.handle, reqParam.address())
                         : Ucp.workerFlushNbx(worker, reqParam.address());
                 posted(op, slot, r, 0, 0);
@@ -240,9 +234,7 @@ final class Requests {
                     op.finish(0, 0, null);
                     return;
                 }
-                int slot = slots.alloc(op);
-                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                        engine.userData(slot), 0);
+                int slot = withSendCallback(op);
                 long r = Ucp.epFlushNbx(op.ep.handle, reqParam.address());
                 posted(op, slot, r, 0, 0);
             }
@@ -282,38 +274,14 @@ final class Requests {
         if (op.polled) {
             engine.addPolled(op);
         }
-        if (op.ep != null) {
-            op.ep.addPending(op);
-        } else {
-            op.pendingPrev = null;
-            op.pendingNext = workerRecvHead;
-            if (workerRecvHead != null) {
-                workerRecvHead.pendingPrev = op;
-            }
-            workerRecvHead = op;
-        }
+        (op.ep != null ? op.ep.pending : workerRecvs).add(op);
     }
 
     private void unlinkPending(Op op) {
         if (op.polled) {
             engine.removePolled(op);
         }
-        if (op.ep != null) {
-            op.ep.removePending(op);
-            return;
-        }
-        if (op.pendingPrev == null && workerRecvHead != op) {
-            return;
-        }
-        if (op.pendingPrev != null) {
-            op.pendingPrev.pendingNext = op.pendingNext;
-        } else {
-            workerRecvHead = op.pendingNext;
-        }
-        if (op.pendingNext != null) {
-            op.pendingNext.pendingPrev = op.pendingPrev;
-        }
-        op.pendingPrev = op.pendingNext = null;
+        (op.ep != null ? op.ep.pending : workerRecvs).remove(op);
     }
 
     /**
