@@ -15,6 +15,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.ucx4j.internal.engine.TestHooks;
 
 /**
@@ -33,7 +35,12 @@ class CallerModeTest {
     }
 
     static void withCallerClient(Body body) throws Exception {
-        try (Ucx b = Ucx.open(); Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER))) {
+        withCallerClient(UcxOptions.defaults(), body);
+    }
+
+    /** {@link #withCallerClient(Body)} with {@code options} for both sides. */
+    static void withCallerClient(UcxOptions options, Body body) throws Exception {
+        try (Ucx b = Ucx.open(options); Ucx a = Ucx.open(options.withProgressMode(ProgressMode.CALLER))) {
             CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
             try (Listener l = b.listen(0, accepted::complete)) {
                 Endpoint client = a.connect("127.0.0.1", l.port(), T);
@@ -261,6 +268,38 @@ class CallerModeTest {
                 }
                 assertEquals(n, served.get(10, TimeUnit.SECONDS));
                 assertTrue(perMessage <= 32, perMessage + " bytes allocated per eager async send + blocking receive");
+            }
+        });
+    }
+
+    /**
+     * A send made inside the call is a critical downcall (no thread-state transition) only where UCX cannot call
+     * back into Java during it: on shared memory, up to 64 KiB; never on an endpoint with a TCP lane, where a socket
+     * error inside the send runs UCX's error handling in that call, the endpoint's error callback and its pending
+     * requests' callbacks included, and an upcall inside a critical call aborts the JVM. Either way the messages
+     * arrive intact.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"default", "tcp"})
+    void sendsOnEndpointsWithASocketLaneAreNeverCriticalDowncalls(String transport) throws Exception {
+        UcxOptions options = transport.equals("tcp") ? UcxOptions.defaults().with("TLS", "tcp")
+                : UcxOptions.defaults();
+        withCallerClient(options, (a, client, server) -> {
+            boolean socket = client.transports().stream().anyMatch(t -> t.startsWith("tcp/"));
+            if (transport.equals("tcp")) {
+                assertTrue(socket, client.transports().toString());
+            }
+            try (Arena arena = Arena.ofShared()) {
+                for (int size : new int[] {8, 4096, 32768}) {
+                    MemorySegment in = arena.allocate(size);
+                    CompletableFuture<Long> received = server.recvAsync(in, 23);
+                    TestHooks.takeSocketKeptSendRegular();
+                    client.send(Data.pattern(arena, size, 23), 23, T); // the owner thread: made inside the call
+                    assertEquals(socket, TestHooks.takeSocketKeptSendRegular(),
+                            size + " B send on " + client.transports() + " kept off a critical downcall");
+                    assertEquals(size, received.get(10, TimeUnit.SECONDS));
+                    Data.verify(in, size, 23);
+                }
             }
         });
     }

@@ -194,6 +194,8 @@ final class Connections {
                 throw UcxException.of(st, "create endpoint to " + c.peer);
             }
             c.handle = created.get(JAVA_LONG, 0);
+            c.socketLane = TransportInfo.lanes(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).stream()
+                    .anyMatch(t -> t.startsWith("tcp/"));
             c.state = EndpointCore.OPEN;
         } finally {
             Ucp.free(addr);
@@ -428,8 +430,7 @@ final class Connections {
                 abortOnOwner(c, null); // never created, or failed meanwhile: nothing to keep
                 return;
             }
-            boolean tcp = TransportInfo.lanes(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).stream()
-                    .anyMatch(t -> t.startsWith("tcp/"));
+            boolean tcp = c.socketLane;
             c.parked = true;
             c.closedLocally = true;
             TestHooks.parked.incrementAndGet();

@@ -40,6 +40,12 @@ public final class EndpointCore {
      * to itself, so what one end streams lands on its own UCX endpoint: the other end receives streams from there.
      */
     boolean loopback;
+    /**
+     * The endpoint has a TCP lane (owner thread, set at creation). A socket error inside a send runs UCX's error
+     * handling within that call, down to the endpoint's error callback and its pending requests' callbacks, so calls
+     * that may send on it are never critical downcalls ({@link InCall#critical}).
+     */
+    boolean socketLane;
     /** The other end of a loopback connection, once both are open (owner thread). */
     EndpointCore twin;
     /** Stream receives of a loopback end that wait for the other end to open (owner thread; created on need). */

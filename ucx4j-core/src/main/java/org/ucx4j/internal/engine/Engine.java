@@ -593,7 +593,8 @@ public final class Engine {
         setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO, 0, 0, 0);
         reqParam.set(JAVA_LONG, RP_RECV_INFO, scratch.address());
         long startedAt = length >= PeerStats.LARGE ? System.nanoTime() : 0;
-        long r = Ucp.tagRecvNbx(worker, address, length, tag, -1L, reqParam.address(), false);
+        long r = Ucp.tagRecvNbx(worker, address, length, tag, -1L, reqParam.address(),
+                Requests.mayTakeFromSocket(ep));
         if (r == 0) {
             long len = scratch.get(JAVA_LONG, TRI_LENGTH);
             ep.stats.received(len, startedAt);

@@ -39,18 +39,40 @@ public final class InCall {
     static int sendNowFlag = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
 
     /**
-     * Up to this many bytes {@link #tagSend} asks UCX for its short protocol in a critical downcall; above, the
-     * send is made as UCX makes any other, in a regular downcall, and completes in the call when it goes eagerly
-     * (UCX still picks its short protocol where that reaches further: over TCP up to ~64 KiB, on shared memory it
-     * ends at 93 B with UCX 1.13, and a critical call should not run a long copy or a socket write).
+     * Up to this many bytes {@link #tagSend} asks UCX to finish the send inside the call with its short protocol
+     * ({@code FORCE_IMM_CMPL}); above, the send is made as UCX makes any other, and completes in the call when it
+     * goes eagerly (UCX still picks its short protocol where that reaches further: over TCP up to ~64 KiB, on shared
+     * memory it ends at 93 B with UCX 1.13).
      */
     static final long SHORT_SEND_MAX = 256;
 
     /**
+     * Up to this many bytes a send made inside the call is a critical downcall (no thread-state transition: the
+     * transition's fence, after the copy into a shared-memory FIFO, cost 1 KiB-4 KiB streams 7-12 % of their
+     * bandwidth here), where UCX cannot call back into Java during it: never on an endpoint with a TCP lane
+     * ({@link EndpointCore#socketLane}), where a socket error inside the send runs UCX's error handling there, and
+     * an upcall inside a critical call aborts the JVM.
+     */
+    static final long CRITICAL_SEND_MAX = 64 * 1024;
+
+    /** Whether a send of {@code length} bytes on {@code ep} may be a critical downcall (see above). */
+    static boolean critical(EndpointCore ep, long length) {
+        if (length > CRITICAL_SEND_MAX) {
+            return false;
+        }
+        if (ep.socketLane) {
+            TestHooks.socketKeptSendRegular = true; // for tests; only here, off the shared-memory path
+            return false;
+        }
+        return true;
+    }
+
+    /**
      * Inside a call {@link Engine#enterCall} opened, on the thread that owns the worker now (the owner, or a borrower):
      * sends a message inside the call. A small one asks UCX to complete it there (its short protocol:
-     * {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}, a critical downcall); a larger one is sent as UCX sends any message,
-     * which an eager protocol completes in the call, copied (1 KiB-32 KiB on shared memory). Returns {@link #SENT}
+     * {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}); a larger one is sent as UCX sends any message, which an eager
+     * protocol completes in the call, copied (1 KiB-32 KiB on shared memory); a critical downcall where
+     * {@link #critical} allows. Returns {@link #SENT}
      * when it completed; null when it cannot act now (UCX said no resource for the short protocol, or refused the
      * send; a thread that does not own the worker, an endpoint that is not open, a flight recording that wants
      * transfers): the caller then takes the ordinary path, which also reports errors; UCX itself tries the short
@@ -66,7 +88,7 @@ public final class InCall {
         boolean small = length <= SHORT_SEND_MAX;
         engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
                 | (small ? sendNowFlag : 0), Upcalls.SEND.address(), engine.userData(slot), 0);
-        long r = small ? Ucp.tagSendNow(ep.handle, address, length, tag, reqParam.address())
+        long r = critical(ep, length) ? Ucp.tagSendCritical(ep.handle, address, length, tag, reqParam.address())
                 : Ucp.tagSendNbx(ep.handle, address, length, tag, reqParam.address());
         return Status.isRequest(r) ? adopt(engine.tagSend(ep, address, length, tag, 0, blocking), slot, r)
                 : sentNow(ep, slot, r, length);
@@ -81,7 +103,7 @@ public final class InCall {
         boolean small = length <= SHORT_SEND_MAX;
         engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (small ? sendNowFlag : 0),
                 Upcalls.SEND.address(), engine.userData(slot), 0);
-        long r = small ? Ucp.streamSendNow(ep.handle, address, length, reqParam.address())
+        long r = critical(ep, length) ? Ucp.streamSendCritical(ep.handle, address, length, reqParam.address())
                 : Ucp.streamSendNbx(ep.handle, address, length, reqParam.address());
         return Status.isRequest(r) ? adopt(engine.streamSend(ep, address, length, 0, blocking), slot, r)
                 : sentNow(ep, slot, r, length);
@@ -122,8 +144,8 @@ public final class InCall {
         engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (small ? sendNowFlag : 0),
                 Upcalls.SEND.address(), engine.userData(slot), 0);
         int amId = ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J;
-        long r = small ? Ucp.amSendNow(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
-                reqParam.address())
+        long r = critical(ep, headerLength + length) ? Ucp.amSendCritical(ep.handle, amId, sendScratch.address(),
+                headerLength, buffer, length, reqParam.address())
                 : Ucp.amSendNbx(ep.handle, amId, sendScratch.address(), headerLength, buffer, length,
                         reqParam.address());
         if (!Status.isRequest(r)) {

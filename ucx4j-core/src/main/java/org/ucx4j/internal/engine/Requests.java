@@ -69,6 +69,15 @@ final class Requests {
         return true;
     }
 
+    /**
+     * Whether a tag receive for {@code ep} may take a message that came over a socket (a TCP lane), whose rendezvous
+     * reply UCX would send inside the receive call: its own endpoint's, or, for a worker-level receive (null) or a raw
+     * endpoint's (tags as given), any endpoint's.
+     */
+    static boolean mayTakeFromSocket(EndpointCore ep) {
+        return ep == null || ep.raw || ep.socketLane;
+    }
+
     /** Takes a slot for {@code op} and sets the request parameters for a send-style callback naming it. */
     private int withSendCallback(Op op) {
         int slot = slots.alloc(op);
@@ -118,7 +127,7 @@ final class Requests {
                             op.polled ? 0 : Upcalls.TAG_RECV.address(), op.polled ? 0 : engine.userData(slot), 0);
                     reqParam.set(JAVA_LONG, RP_RECV_INFO, scratch.address());
                     long r = Ucp.tagRecvNbx(worker, op.address, op.length, op.tag, op.mask, reqParam.address(),
-                            !op.polled);
+                            !op.polled || mayTakeFromSocket(op.ep));
                     boolean now = r == 0;
                     if (posted(op, slot, r, now ? scratch.get(JAVA_LONG, TRI_LENGTH) : 0,
                             now ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0)) {

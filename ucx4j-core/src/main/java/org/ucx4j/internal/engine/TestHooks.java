@@ -13,6 +13,16 @@ public final class TestHooks {
         InCall.sendNowFlag = force ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL : 0;
     }
 
+    /** A send made inside a call was kept off a critical downcall by its endpoint's TCP lane (any engine). */
+    static boolean socketKeptSendRegular; // plain, as lastBorrower
+
+    /** Whether a send was kept off a critical downcall by a TCP lane since the last call; clears the flag. */
+    public static boolean takeSocketKeptSendRegular() {
+        boolean b = socketKeptSendRegular;
+        socketKeptSendRegular = false;
+        return b;
+    }
+
     /** The thread that last asked to borrow a worker from its progress thread (any engine). */
     static Thread lastBorrower; // plain: written on every borrow, read by tests on the thread that borrowed
 

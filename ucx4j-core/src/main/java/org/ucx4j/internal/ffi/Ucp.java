@@ -95,7 +95,7 @@ public final class Ucp {
         static final MethodHandle EP_CLOSE_NBX = ucp("ucp_ep_close_nbx", L_LL);
         static final MethodHandle EP_PRINT_INFO = ucp("ucp_ep_print_info", V_LL);
         static final MethodHandle TAG_SEND_NBX = ucp("ucp_tag_send_nbx", L_LLLLL);
-        /** The same function for sends with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: no request, never a callback. */
+        /** The same function as a critical call, for sends made inside the call where UCX cannot call back. */
         static final MethodHandle TAG_SEND_NOW = ucp("ucp_tag_send_nbx", L_LLLLL, CRITICAL);
         static final MethodHandle STREAM_SEND_NOW = ucp("ucp_stream_send_nbx", L_LLLL, CRITICAL);
         /** ucp_tag_recv_nbx without a callback: it queues the request, or copies a small message that waits. */
@@ -304,8 +304,11 @@ public final class Ucp {
         try { return (long) Holder.TAG_SEND_NBX.invokeExact(ep, buffer, count, tag, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
-    /** {@code ucp_tag_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL} in param. */
-    public static long tagSendNow(long ep, long buffer, long count, long tag, long param) {
+    /**
+     * {@code ucp_tag_send_nbx} as a critical call: only where UCX cannot call back into Java inside the send (its
+     * own callback runs later, from progress; no socket lane whose error handling would run inside the call).
+     */
+    public static long tagSendCritical(long ep, long buffer, long count, long tag, long param) {
         try { return (long) Holder.TAG_SEND_NOW.invokeExact(ep, buffer, count, tag, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
@@ -318,20 +321,22 @@ public final class Ucp {
     }
 
     /**
-     * {@code ucp_tag_recv_nbx}: a critical call for small buffers when {@code param} names no callback (as
-     * {@link #streamRecvNbx}; a critical call must never call back into Java), a regular one otherwise.
+     * {@code ucp_tag_recv_nbx}: a critical call for small buffers unless {@code mayCallBack} (as
+     * {@link #streamRecvNbx}; a critical call must never call back into Java), a regular one otherwise. UCX may call
+     * back when {@code param} names a callback, or when the message the receive takes makes it send (a rendezvous
+     * reply) over a socket, whose failure UCX handles inside the call.
      */
     public static long tagRecvNbx(long worker, long buffer, long count, long tag, long mask, long param,
-            boolean callback) {
+            boolean mayCallBack) {
         try {
-            return count <= CRITICAL_COPY_MAX && !callback
+            return count <= CRITICAL_COPY_MAX && !mayCallBack
                     ? (long) Holder.TAG_RECV_CRITICAL.invokeExact(worker, buffer, count, tag, mask, param)
                     : (long) Holder.TAG_RECV_NBX.invokeExact(worker, buffer, count, tag, mask, param);
         } catch (Throwable t) { throw rethrow(t); }
     }
 
     /** {@code ucp_stream_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}. */
-    public static long streamSendNow(long ep, long buffer, long count, long param) {
+    public static long streamSendCritical(long ep, long buffer, long count, long param) {
         try { return (long) Holder.STREAM_SEND_NOW.invokeExact(ep, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
@@ -363,7 +368,7 @@ public final class Ucp {
     }
 
     /** {@code ucp_am_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL} in param. */
-    public static long amSendNow(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
+    public static long amSendCritical(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
         try { return (long) Holder.AM_SEND_NOW.invokeExact(ep, id, header, headerLength, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
