@@ -335,7 +335,7 @@ public final class Ucp {
         } catch (Throwable t) { throw rethrow(t); }
     }
 
-    /** {@code ucp_stream_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL}. */
+    /** {@code ucp_stream_send_nbx} as a critical call: only where UCX cannot call back (as {@link #tagSendCritical}). */
     public static long streamSendCritical(long ep, long buffer, long count, long param) {
         try { return (long) Holder.STREAM_SEND_NOW.invokeExact(ep, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
@@ -367,7 +367,7 @@ public final class Ucp {
         try { return status((int) Holder.SET_AM_RECV_HANDLER.invokeExact(worker, param)); } catch (Throwable t) { throw rethrow(t); }
     }
 
-    /** {@code ucp_am_send_nbx} as a critical call: only with {@code UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL} in param. */
+    /** {@code ucp_am_send_nbx} as a critical call: only where UCX cannot call back (as {@link #tagSendCritical}). */
     public static long amSendCritical(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
         try { return (long) Holder.AM_SEND_NOW.invokeExact(ep, id, header, headerLength, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
