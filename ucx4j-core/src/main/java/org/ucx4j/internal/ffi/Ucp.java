@@ -96,8 +96,8 @@ public final class Ucp {
         static final MethodHandle EP_PRINT_INFO = ucp("ucp_ep_print_info", V_LL);
         static final MethodHandle TAG_SEND_NBX = ucp("ucp_tag_send_nbx", L_LLLLL);
         /** The same function as a critical call, for sends made inside the call where UCX cannot call back. */
-        static final MethodHandle TAG_SEND_NOW = ucp("ucp_tag_send_nbx", L_LLLLL, CRITICAL);
-        static final MethodHandle STREAM_SEND_NOW = ucp("ucp_stream_send_nbx", L_LLLL, CRITICAL);
+        static final MethodHandle TAG_SEND_CRITICAL = ucp("ucp_tag_send_nbx", L_LLLLL, CRITICAL);
+        static final MethodHandle STREAM_SEND_CRITICAL = ucp("ucp_stream_send_nbx", L_LLLL, CRITICAL);
         /** ucp_tag_recv_nbx without a callback: it queues the request, or copies a small message that waits. */
         static final MethodHandle TAG_RECV_CRITICAL = ucp("ucp_tag_recv_nbx", L_LLLLLL, CRITICAL);
         static final MethodHandle TAG_RECV_NBX = ucp("ucp_tag_recv_nbx", L_LLLLLL);
@@ -112,7 +112,7 @@ public final class Ucp {
         static final MethodHandle SET_AM_RECV_HANDLER = ucp("ucp_worker_set_am_recv_handler", I_LL);
         static final MethodHandle AM_SEND_NBX = ucp("ucp_am_send_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
                 JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
-        static final MethodHandle AM_SEND_NOW = ucp("ucp_am_send_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
+        static final MethodHandle AM_SEND_CRITICAL = ucp("ucp_am_send_nbx", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG,
                 JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG), CRITICAL);
         static final MethodHandle AM_RECV_DATA_NBX = ucp("ucp_am_recv_data_nbx", L_LLLLL);
         static final MethodHandle AM_DATA_RELEASE = ucp("ucp_am_data_release", V_LL);
@@ -309,7 +309,7 @@ public final class Ucp {
      * own callback runs later, from progress; no socket lane whose error handling would run inside the call).
      */
     public static long tagSendCritical(long ep, long buffer, long count, long tag, long param) {
-        try { return (long) Holder.TAG_SEND_NOW.invokeExact(ep, buffer, count, tag, param); } catch (Throwable t) { throw rethrow(t); }
+        try { return (long) Holder.TAG_SEND_CRITICAL.invokeExact(ep, buffer, count, tag, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
     /**
@@ -337,7 +337,7 @@ public final class Ucp {
 
     /** {@code ucp_stream_send_nbx} as a critical call: only where UCX cannot call back (as {@link #tagSendCritical}). */
     public static long streamSendCritical(long ep, long buffer, long count, long param) {
-        try { return (long) Holder.STREAM_SEND_NOW.invokeExact(ep, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
+        try { return (long) Holder.STREAM_SEND_CRITICAL.invokeExact(ep, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static long streamSendNbx(long ep, long buffer, long count, long param) {
@@ -369,7 +369,7 @@ public final class Ucp {
 
     /** {@code ucp_am_send_nbx} as a critical call: only where UCX cannot call back (as {@link #tagSendCritical}). */
     public static long amSendCritical(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
-        try { return (long) Holder.AM_SEND_NOW.invokeExact(ep, id, header, headerLength, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
+        try { return (long) Holder.AM_SEND_CRITICAL.invokeExact(ep, id, header, headerLength, buffer, count, param); } catch (Throwable t) { throw rethrow(t); }
     }
 
     public static long amSendNbx(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
