@@ -479,6 +479,54 @@ class CallerModeTest {
         });
     }
 
+    @Test
+    void anOwnerWaitingLongSpinsOnceThenNapsUntilItsMessageComes() throws Exception {
+        // the backoff spins (~1 ms of progress calls) only after work; an owner that restarted the spin after
+        // every 10 ms nap kept a few % of a core busy while it waited, and slowed whatever else ran on the machine
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment buf = arena.allocate(8);
+                client.recv(buf, 6, Duration.ofMillis(20)); // nothing comes; warms the wait path up
+            } catch (UcxTimeoutException expected) {
+                // as planned
+            }
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment buf = arena.allocate(8);
+                // the owner's CPU from 0.5 s to 2.5 s into a 3 s wait, read by another thread: past the first spin
+                java.lang.management.ThreadMXBean mx = java.lang.management.ManagementFactory.getThreadMXBean();
+                long owner = Thread.currentThread().threadId();
+                CompletableFuture<Long> cpuNanos = CompletableFuture.supplyAsync(() -> {
+                    try {
+                        Thread.sleep(500);
+                        long cpu0 = mx.getThreadCpuTime(owner);
+                        Thread.sleep(2000);
+                        return mx.getThreadCpuTime(owner) - cpu0;
+                    } catch (InterruptedException ie) {
+                        throw new IllegalStateException(ie);
+                    }
+                });
+                long t0 = System.nanoTime();
+                UcxTimeoutException e = assertThrows(UcxTimeoutException.class,
+                        () -> client.recv(buf, 6, Duration.ofSeconds(3)));
+                long waitedMs = (System.nanoTime() - t0) / 1_000_000;
+                assertTrue(e.getMessage().contains("UCS_ERR_TIMED_OUT"), e.getMessage());
+                long cpuMs = cpuNanos.get(10, TimeUnit.SECONDS) / 1_000_000;
+                // ~25-30 ms here (200 naps' wake-ups, interpreted), ~60 ms when every nap restarted the spin
+                assertTrue(cpuMs < 45, "the idle owner used " + cpuMs + " ms of CPU in 2 s");
+                // naps are short, and the deadline is checked after each: the wait ends on time
+                assertTrue(waitedMs < 3_500, "a 3 s receive timed out after " + waitedMs + " ms");
+                // a message that comes while the owner naps is received
+                CompletableFuture<Long> sent = CompletableFuture.supplyAsync(() -> 0,
+                        CompletableFuture.delayedExecutor(300, TimeUnit.MILLISECONDS))
+                        .thenCompose(x -> server.sendAsync(new byte[] {7, 0, 0, 0, 0, 0, 0, 1}, 6));
+                assertEquals(8, client.recv(buf, 6, T));
+                assertEquals(7, buf.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0));
+                assertEquals(1, buf.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 7));
+                assertEquals(8, sent.get(10, TimeUnit.SECONDS));
+            }
+        });
+    }
+
     /** Closes {@code ucx} on another thread 200 ms after {@code after} opens; completes with how long close took. */
     private static CompletableFuture<Long> closeLater(Ucx ucx, java.util.concurrent.CountDownLatch after) {
         CompletableFuture<Long> closed = new CompletableFuture<>();

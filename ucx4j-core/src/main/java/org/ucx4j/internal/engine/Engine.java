@@ -781,11 +781,12 @@ public final class Engine {
                 }
                 throw bad;
             }
-            if ((turns & 63) == 0 && Thread.currentThread().isInterrupted()) {
+            boolean due = (turns & 63) == 0 || napping();
+            if (due && Thread.currentThread().isInterrupted()) {
                 throw new CanceledException(what + " interrupted (" + Status.name(Status.ERR_CANCELED) + ")",
                         Status.ERR_CANCELED);
             }
-            if (timeoutNanos >= 0 && (turns & 63) == 0 && System.nanoTime() - deadline >= 0) {
+            if (timeoutNanos >= 0 && due && System.nanoTime() - deadline >= 0) {
                 throw new UcxTimeoutException(what + " timed out after "
                         + TimeUnit.NANOSECONDS.toMillis(timeoutNanos) + " ms (" + Status.name(Status.ERR_TIMED_OUT)
                         + ")", Status.ERR_TIMED_OUT);
@@ -1294,9 +1295,9 @@ public final class Engine {
             if ((flags & STOPS) != 0 && stopRequested) {
                 return STOPPED;
             }
-            // every 64 turns; every turn in BLOCKING mode, where an idle turn is a nap of up to 10 ms. The deadline
-            // first: a wait that timed out and was interrupted at once reports the timeout
-            if ((turns & 63) == 0 || mode == ProgressMode.BLOCKING) {
+            // every 64 turns; every turn while idle turns are naps of up to 10 ms. The deadline first: a wait that
+            // timed out and was interrupted at once reports the timeout
+            if ((turns & 63) == 0 || napping()) {
                 if ((flags & TIMED) != 0 && System.nanoTime() - deadline >= 0) {
                     return DEADLINE;
                 }
@@ -1431,7 +1432,10 @@ public final class Engine {
             case POLLING -> { }
             case BLOCKING -> sleep(waitingFor);
             default -> {
-                int i = idle++;
+                int i = idle;
+                if (i < SPINS + YIELDS) {
+                    idle = i + 1; // stops counting in the nap phase
+                }
                 if (i < HOT_SPINS) {
                     return;
                 } else if (i < SPINS) {
@@ -1439,11 +1443,15 @@ public final class Engine {
                 } else if (i < SPINS + YIELDS) {
                     Thread.yield();
                 } else {
-                    sleep(waitingFor);
-                    idle = 0;
+                    sleep(waitingFor); // and nap again next idle turn: only work found restarts the spin
                 }
             }
         }
+    }
+
+    /** Whether an idle turn of the worker's driver is a nap now (up to 10 ms while a caller waits). */
+    private boolean napping() {
+        return mode == ProgressMode.BLOCKING || idle >= SPINS + YIELDS;
     }
 
     /** Stands for "a caller waits here" in {@link #idleStep}: naps stay short, so deadlines and interrupts count. */
