@@ -48,7 +48,8 @@ final class SweepBench implements Callable<Integer> {
                     + "matching test (tag_*, ucp_am_*, stream_*, ucp_get)")
     String api;
 
-    @Option(names = "--repeat", defaultValue = "3", description = "rounds; stacks rotate order, medians reported")
+    @Option(names = "--repeat", defaultValue = "3", description = "rounds; stacks rotate order (and reverse it "
+            + "every other cycle), medians reported")
     int repeat;
 
     @Option(names = "--scale", defaultValue = "1", description = "multiplies every iteration count")
@@ -119,8 +120,8 @@ final class SweepBench implements Callable<Integer> {
                     if (m.equals(Measurement.RATE) && s > 1024) {
                         continue;
                     }
-                    for (int k = 0; k < active.size(); k++) {
-                        plan.add(new Object[] {active.get((k + r) % active.size()), m, s});
+                    for (String stack : roundOrder(active, r)) {
+                        plan.add(new Object[] {stack, m, s});
                     }
                 }
             }
@@ -179,6 +180,25 @@ final class SweepBench implements Callable<Integer> {
             }
         }
         return 0;
+    }
+
+    /**
+     * The stacks' order in round {@code r}: rotated each round, so each stack runs first, second and last equally
+     * often, and reversed every other {@code n} rounds, so that over {@code 2n} rounds each stack also follows each
+     * other one equally often (a Williams design: whatever one run leaves behind, such as a process still winding
+     * down, falls on every stack alike).
+     */
+    static List<String> roundOrder(List<String> stacks, int r) {
+        int n = stacks.size();
+        List<String> base = new ArrayList<>(stacks);
+        if ((r / n) % 2 == 1) {
+            java.util.Collections.reverse(base);
+        }
+        List<String> order = new ArrayList<>(n);
+        for (int k = 0; k < n; k++) {
+            order.add(base.get((k + r) % n));
+        }
+        return order;
     }
 
     /** {@code --error-handling}: peer (UCX peer error handling, the default) or none. */
