@@ -230,6 +230,61 @@ class CallerModeTest {
     }
 
     /**
+     * Rendezvous sends made inside the owner's call come back from UCX as requests posted without a callback: the
+     * owner tests them, oldest first, as it progresses. A window of them, received out of posting order by tag,
+     * must all complete with the right bytes.
+     */
+    @Test
+    void rendezvousSendsOfTheOwnerCompleteByPollingEvenOutOfOrder() throws Exception {
+        withCallerClient((a, client, server) -> {
+            int n = 16;
+            long size = 256 * 1024;
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment out = arena.allocate(size * n);
+                MemorySegment in = arena.allocate(size * n);
+                for (int i = 0; i < n; i++) {
+                    out.asSlice(size * i, size).fill((byte) (i + 1));
+                }
+                EndpointStats before = client.stats();
+                List<CompletableFuture<Long>> sends = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    sends.add(client.sendAsync(out.asSlice(size * i, size), 100 + i));
+                }
+                // the server takes them newest first: each send waits for its receive
+                CompletableFuture<Void> served = CompletableFuture.runAsync(() -> {
+                    for (int i = n - 1; i >= 0; i--) {
+                        server.recv(in.asSlice(size * i, size), 100 + i, T);
+                    }
+                });
+                for (int i = n - 1; i >= 0; i--) {
+                    assertEquals(size, drive(a, sends.get(i)), "send " + i);
+                }
+                served.get(10, TimeUnit.SECONDS);
+                for (int i = 0; i < n; i++) {
+                    MemorySegment got = in.asSlice(size * i, size);
+                    assertEquals(-1, got.mismatch(out.asSlice(size * i, size)), "message " + i);
+                }
+                assertEquals(n, client.stats().messagesSent() - before.messagesSent());
+            }
+        });
+    }
+
+    /** A rendezvous send of the owner still in flight when the peer aborts fails with a typed error, never hangs. */
+    @Test
+    void aPolledSendInFlightFailsTypedWhenThePeerAborts() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Long> f = client.sendAsync(arena.allocate(4 << 20), 77); // nobody receives it
+                assertTrue(!f.isDone(), "a 4 MiB send waits for its receive");
+                server.abort();
+                ExecutionException e = assertThrows(ExecutionException.class, () -> drive(a, f));
+                assertInstanceOf(UcxException.class, e.getCause(), String.valueOf(e.getCause()));
+                assertTrue(e.getCause().getMessage().contains("UCS_ERR_"), e.getCause().getMessage());
+            }
+        });
+    }
+
+    /**
      * A send larger than UCX's short protocol that UCX sends eagerly (4 KiB: a copy into the peer's shared-memory
      * FIFO, or a socket write) is made inside the call and finished there: its future is already done, and it costs
      * no operation object, so a loop of them allocates next to nothing (an operation per send would be ~200 bytes).

@@ -1087,6 +1087,10 @@ public final class Engine {
     }
 
     void removePolled(Op op) {
+        if (isSend(op)) {
+            removePolledSend(op);
+            return;
+        }
         for (int i = 0; i < polledCount; i++) {
             if (polledOps[i] == op) {
                 polledOps[i] = polledOps[--polledCount];
@@ -1096,16 +1100,93 @@ public final class Engine {
         }
     }
 
-    /** {@link #testPolled} if there are any (owner thread): after a cancel UCX may have completed some silently. */
-    void testPolledNow() {
-        if (polledCount != 0) {
-            testPolled();
+    // ---- polled sends (made inside a call, no callback): tested oldest first, in posting order
+    private Op[] sendRing = new Op[64];
+    private int sendHead, sendTail; // sendTail - sendHead entries from sendHead (mod length); removed ones are null
+
+    private static boolean isSend(Op op) {
+        return op.kind == Op.TAG_SEND || op.kind == Op.STREAM_SEND || op.kind == Op.AM_SEND;
+    }
+
+    void addPolledSend(Op op) {
+        if (sendTail - sendHead == sendRing.length) {
+            Op[] bigger = new Op[sendRing.length * 2];
+            for (int i = sendHead; i != sendTail; i++) {
+                bigger[i - sendHead] = sendRing[i & (sendRing.length - 1)];
+            }
+            sendTail -= sendHead;
+            sendHead = 0;
+            sendRing = bigger;
+        }
+        sendRing[sendTail++ & (sendRing.length - 1)] = op;
+    }
+
+    private void removePolledSend(Op op) {
+        int mask = sendRing.length - 1;
+        for (int i = sendHead; i != sendTail; i++) {
+            if (sendRing[i & mask] == op) {
+                sendRing[i & mask] = null;
+                break;
+            }
+        }
+        while (sendHead != sendTail && sendRing[sendHead & mask] == null) {
+            sendHead++;
         }
     }
 
-    /** Completes the polled receives UCX is done with (owner thread); how many. */
-    private int testPolled() {
+    /**
+     * Completes the polled sends UCX is done with (owner thread): from the oldest on, up to the first one still in
+     * flight (sends on one endpoint mostly complete in order, so that is one test per call), or every one of them
+     * ({@code all}). How many completed.
+     */
+    private int testPolledSends(boolean all) {
         int done = 0;
+        while (sendHead != sendTail) {
+            Op op = sendRing[sendHead & (sendRing.length - 1)];
+            if (!pollSend(op)) { // a completed one takes itself off the ring (removePolledSend)
+                break;
+            }
+            done++;
+        }
+        if (all) {
+            for (int i = sendTail - 1; i - sendHead > 0; i--) { // the head was just tested
+                Op op = sendRing[i & (sendRing.length - 1)];
+                if (op != null && pollSend(op)) {
+                    done++;
+                }
+            }
+        }
+        return done;
+    }
+
+    /** Completes a polled send if UCX is done with it (owner thread); true when it completed. */
+    private boolean pollSend(Op op) {
+        int st = Ucp.requestCheckStatus(op.request);
+        if (st == Status.INPROGRESS) {
+            return false;
+        }
+        requests.completeSlot(op.slot, op.request, st, -1, 0);
+        return true;
+    }
+
+    /** Whether anything polled is in flight: receives or sends. */
+    private boolean anyPolled() {
+        return polledCount != 0 || sendHead != sendTail;
+    }
+
+    /** {@link #testPolled} if there are any (owner thread): after a cancel UCX may have completed some silently. */
+    void testPolledNow() {
+        if (anyPolled()) {
+            testPolled(true);
+        }
+    }
+
+    /**
+     * Completes the polled receives and sends UCX is done with (owner thread); how many. Sends: see
+     * {@link #testPolledSends}.
+     */
+    private int testPolled(boolean allSends) {
+        int done = sendHead != sendTail ? testPolledSends(allSends) : 0;
         // backwards: a completed one is replaced by the last, already tested
         for (int i = polledCount - 1; i >= 0; i--) {
             if (i < polledCount && pollRecv(polledOps[i])) {
@@ -1406,10 +1487,14 @@ public final class Engine {
             inProgress = false;
         }
         work += events;
-        // polled receives complete inside a progress call that did some work: tested after those (and every 64
-        // calls, in case UCX completed one without counting an event)
-        if (polledCount != 0 && (events != 0 || (++pollTurns & 63) == 0)) {
-            work += testPolled();
+        // polled receives and sends complete inside a progress call that did some work: tested after those (sends up
+        // to the first still in flight), and every 64 calls all of them, in case UCX completed one without an event
+        if (anyPolled()) {
+            if (events != 0) {
+                work += testPolled(false);
+            } else if ((++pollTurns & 63) == 0) {
+                work += testPolled(true);
+            }
         }
         if (shmCheck.inFlight()) {
             shmCheck.poll();
@@ -1486,7 +1571,7 @@ public final class Engine {
             // a polled receive UCX completed without an event (a cancel: timeout, interrupt, failed endpoint) is
             // seen before the nap, not after it
             if (!queue.isEmpty() || stopRequested || (waitingFor != null && waitingFor.done) || !deferred.isEmpty()
-                    || lending.requested() || (polledCount != 0 && testPolled() != 0)) {
+                    || lending.requested() || (anyPolled() && testPolled(true) != 0)) {
                 return;
             }
             int st = Ucp.workerArm(worker);
@@ -1807,6 +1892,8 @@ public final class Engine {
                 s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
                         + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
             }
+            Arrays.fill(sendRing, null); // the stuck polled sends among them are finished
+            sendHead = sendTail = 0;
             connections.releaseAll();
             amReceiver.releaseHeld(); // announced by raw peers, never pulled
             registrations.destroyRkeys();

@@ -12,7 +12,8 @@ import org.ucx4j.internal.ffi.Ucp;
  * Sends, puts and gets made inside the caller's own call, on the thread that owns the worker now (its owner, or a
  * thread that borrowed it for the call: {@link Engine#enterCall}): UCX finishes most of them there (short and eager
  * sends, same-host puts and gets), and those need no operation object, no queue and no callback; one UCX does not
- * finish becomes an ordinary operation, completed by its callback. Each method returns {@link #SENT}, that op, or
+ * finish becomes an ordinary operation, completed when a test of its request finds it done (sends) or by its
+ * callback (puts and gets). Each method returns {@link #SENT}, that op, or
  * null when it cannot act now (the caller then takes the ordinary path).
  */
 public final class InCall {
@@ -78,7 +79,7 @@ public final class InCall {
      * transfers): the caller then takes the ordinary path, which also reports errors; UCX itself tries the short
      * protocol first, so order is kept. A send UCX takes but does not finish inside the call (rendezvous; UCX 1.20
      * stream sends with protocol v2 ignore the flag) hands back a request: the send is in flight and must not be
-     * made again, so it becomes the returned op, completed by its callback like any other.
+     * made again, so it becomes the returned op, completed when a test of its request finds it done.
      */
     public Op tagSend(EndpointCore ep, long address, long length, long tag, boolean blocking) {
         if (!engine.ownerMayActNow(ep)) {
@@ -86,11 +87,10 @@ public final class InCall {
         }
         int slot = slots.reserve();
         boolean small = length <= SHORT_SEND_MAX;
-        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
-                | (small ? sendNowFlag : 0), Upcalls.SEND.address(), engine.userData(slot), 0);
+        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (small ? sendNowFlag : 0), 0, 0, 0); // polled: no callback
         long r = critical(ep, length) ? Ucp.tagSendCritical(ep.handle, address, length, tag, reqParam.address())
                 : Ucp.tagSendNbx(ep.handle, address, length, tag, reqParam.address());
-        return Status.isRequest(r) ? adopt(engine.tagSend(ep, address, length, tag, 0, blocking), slot, r)
+        return Status.isRequest(r) ? polled(engine.tagSend(ep, address, length, tag, 0, blocking), slot, r)
                 : sentNow(ep, slot, r, length);
     }
 
@@ -101,11 +101,10 @@ public final class InCall {
         }
         int slot = slots.reserve();
         boolean small = length <= SHORT_SEND_MAX;
-        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (small ? sendNowFlag : 0),
-                Upcalls.SEND.address(), engine.userData(slot), 0);
+        engine.setParam(small ? sendNowFlag : 0, 0, 0, 0); // polled: no callback
         long r = critical(ep, length) ? Ucp.streamSendCritical(ep.handle, address, length, reqParam.address())
                 : Ucp.streamSendNbx(ep.handle, address, length, reqParam.address());
-        return Status.isRequest(r) ? adopt(engine.streamSend(ep, address, length, 0, blocking), slot, r)
+        return Status.isRequest(r) ? polled(engine.streamSend(ep, address, length, 0, blocking), slot, r)
                 : sentNow(ep, slot, r, length);
     }
 
@@ -141,8 +140,7 @@ public final class InCall {
         }
         int slot = slots.reserve();
         boolean small = headerLength + length <= SHORT_SEND_MAX;
-        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | (small ? sendNowFlag : 0),
-                Upcalls.SEND.address(), engine.userData(slot), 0);
+        engine.setParam(small ? sendNowFlag : 0, 0, 0, 0); // polled: no callback
         int amId = ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J;
         long r = critical(ep, headerLength + length) ? Ucp.amSendCritical(ep.handle, amId, sendScratch.address(),
                 headerLength, buffer, length, reqParam.address())
@@ -155,7 +153,7 @@ public final class InCall {
         Op op = engine.amSend(ep, amId, sendScratch.address(), headerLength, buffer, length, false, length, 0, false);
         op.blocking = blocking; // a blocking caller parks on it, and must be woken (adopt records the waiter)
         scratchInFlight = op;
-        return adopt(op, slot, r);
+        return polled(op, slot, r);
     }
 
     /**
@@ -205,6 +203,18 @@ public final class InCall {
      * A send UCX took inside the call but did not finish: {@code op} now owns the request and the slot its
      * callback names (UCX calls it from a later progress, never from inside that call, which gave a request).
      */
+    /**
+     * {@link #adopt} for a send made without a callback: whoever drives the worker tests its request
+     * ({@link Engine#addPolledSend}), a critical downcall, where a callback would be an upcall whose thread
+     * transition fences right after the copy the send made (~4 % of a 64 KiB sender's CPU).
+     */
+    private Op polled(Op op, int slot, long request) {
+        adopt(op, slot, request);
+        op.polled = true;
+        engine.addPolledSend(op);
+        return op;
+    }
+
     private Op adopt(Op op, int slot, long request) {
         if (op.blocking) {
             op.waitedBy(engine.owner);
