@@ -269,6 +269,48 @@ class CallerModeTest {
         });
     }
 
+    /**
+     * A polled send that finishes while an older one is still in flight completes too: the oldest-first test stops
+     * at the older one, and the periodic test of all of them, busy or not, finds the younger.
+     */
+    @Test
+    void aPolledSendCompletesWhileAnOlderOneWaitsForItsReceive() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                long size = 1 << 20;
+                MemorySegment older = arena.allocate(size).fill((byte) 1);
+                MemorySegment younger = arena.allocate(size).fill((byte) 2);
+                CompletableFuture<Long> first = client.sendAsync(older, 31);
+                CompletableFuture<Long> second = client.sendAsync(younger, 32);
+                MemorySegment in = arena.allocate(size);
+                CompletableFuture<Long> got = server.recvAsync(in, 32);
+                // meanwhile a stream of small messages keeps the owner's progress calls busy
+                CompletableFuture<Void> chatter = CompletableFuture.runAsync(() -> {
+                    for (int i = 0; i < 20_000 && !got.isDone(); i++) {
+                        server.send(new byte[8], 33);
+                    }
+                });
+                byte[] small = new byte[8];
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (!second.isDone() && System.nanoTime() < deadline) {
+                    CompletableFuture<Long> r = client.recvAsync(small, 33);
+                    while (!r.isDone() && !second.isDone() && System.nanoTime() < deadline) {
+                        a.progress();
+                    }
+                }
+                assertEquals(size, second.getNow(-1L), "the younger send completed");
+                assertTrue(!first.isDone(), "the older one is still waiting for its receive");
+                chatter.get(10, TimeUnit.SECONDS);
+                assertEquals(size, got.get(10, TimeUnit.SECONDS));
+                assertEquals(-1, in.mismatch(younger));
+                CompletableFuture<Long> gotOlder = server.recvAsync(in, 31);
+                assertEquals(size, drive(a, first));
+                assertEquals(size, gotOlder.get(10, TimeUnit.SECONDS));
+                assertEquals(-1, in.mismatch(older));
+            }
+        });
+    }
+
     /** A rendezvous send of the owner still in flight when the peer aborts fails with a typed error, never hangs. */
     @Test
     void aPolledSendInFlightFailsTypedWhenThePeerAborts() throws Exception {

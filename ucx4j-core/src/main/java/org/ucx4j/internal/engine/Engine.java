@@ -1488,12 +1488,12 @@ public final class Engine {
         }
         work += events;
         // polled receives and sends complete inside a progress call that did some work: tested after those (sends up
-        // to the first still in flight), and every 64 calls all of them, in case UCX completed one without an event
+        // to the first still in flight), and every 64 calls, busy or not, all of them: a send that finished before
+        // an older one, or one UCX completed without an event
         if (anyPolled()) {
-            if (events != 0) {
-                work += testPolled(false);
-            } else if ((++pollTurns & 63) == 0) {
-                work += testPolled(true);
+            boolean all = (++pollTurns & 63) == 0;
+            if (events != 0 || all) {
+                work += testPolled(all);
             }
         }
         if (shmCheck.inFlight()) {
