@@ -48,8 +48,8 @@ final class SweepBench implements Callable<Integer> {
                     + "matching test (tag_*, ucp_am_*, stream_*, ucp_get)")
     String api;
 
-    @Option(names = "--repeat", defaultValue = "3", description = "rounds; stacks rotate order (and reverse it "
-            + "every other cycle), medians reported")
+    @Option(names = "--repeat", defaultValue = "6", description = "rounds; stacks rotate order (and reverse it "
+            + "every other cycle: 6 rounds of 3 stacks are balanced), medians reported")
     int repeat;
 
     @Option(names = "--scale", defaultValue = "1", description = "multiplies every iteration count")
@@ -315,13 +315,16 @@ final class SweepBench implements Callable<Integer> {
 
     private static final long WARMUP_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
 
-    /** Iteration counts: enough to last ~0.1-0.5 s per run on a laptop-class machine. */
+    /**
+     * Iteration counts: each run lasts ~0.05-0.25 s on a laptop-class machine; the default 6 rounds (a balanced
+     * order) take as long as 3 rounds of twice these did (the counts before the tenth session: {@code --scale 2}).
+     */
     long iterations(String mode, long size) {
         long n = switch (mode) {
-            case Measurement.LATENCY -> size <= 4096 ? 20_000 : size <= 65536 ? 5_000 : size <= (1 << 20) ? 1_000
-                    : 300;
-            case Measurement.RATE -> 2_000_000; // ~0.1-0.3 s: shorter runs measured the JIT, not the engine
-            default -> Math.max(300, Math.min(100_000, (1L << 30) / size));
+            case Measurement.LATENCY -> size <= 4096 ? 10_000 : size <= 65536 ? 2_500 : size <= (1 << 20) ? 500
+                    : 150;
+            case Measurement.RATE -> 1_000_000; // after the JIT-settling warm-up (shorter runs once measured the JIT)
+            default -> Math.max(150, Math.min(50_000, (1L << 29) / size));
         };
         return Math.max(1, (long) (n * scale));
     }
