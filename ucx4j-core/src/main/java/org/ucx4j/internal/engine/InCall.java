@@ -200,10 +200,6 @@ public final class InCall {
     }
 
     /**
-     * A send UCX took inside the call but did not finish: {@code op} now owns the request and the slot its
-     * callback names (UCX calls it from a later progress, never from inside that call, which gave a request).
-     */
-    /**
      * {@link #adopt} for a send made without a callback: whoever drives the worker tests its request
      * ({@link Engine#addPolledSend}), a critical downcall, where a callback would be an upcall whose thread
      * transition fences right after the copy the send made (~4 % of a 64 KiB sender's CPU).
@@ -215,6 +211,11 @@ public final class InCall {
         return op;
     }
 
+    /**
+     * A send, put or get UCX took inside the call but did not finish: {@code op} now owns the request and its slot
+     * (which a put's or get's callback names: UCX calls it from a later progress, never from inside that call, which
+     * gave a request).
+     */
     private Op adopt(Op op, int slot, long request) {
         if (op.blocking) {
             op.waitedBy(engine.owner);
