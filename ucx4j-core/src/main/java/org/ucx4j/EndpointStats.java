@@ -5,9 +5,12 @@ package org.ucx4j;
  * transfers of at least 1 MB (10^6 B) at the 25th, 50th and 75th percentile in MB/s — what the Dask authors wanted
  * to "learn bandwidth between peers". Bandwidth figures are NaN until such a transfer completed.
  * <p>
- * Each transfer's figure is its size over the time from its start (a send or receive posted, an active-message pull
- * begun) to its completion, as its caller sees it, so it includes any wait behind transfers posted before it on the
- * same worker: with 32 sends of 1 MiB outstanding, each one's figure is about a 32nd of the link's bandwidth.
+ * Each transfer adds one figure: the bytes of the last 8 such transfers the same way over the time they had the
+ * endpoint's direction to themselves, each from its start (a send or receive posted, an active-message pull begun),
+ * or from the completion of the transfer before it if that came later, to its completion. A transfer that found the
+ * link idle counts its whole time; one of a window of outstanding transfers counts the gap since the one before it
+ * completed, not its wait behind the others (until the tenth session each figure was one transfer's size over its
+ * time from its start: with 32 sends of 1 MiB outstanding, about a 32nd of the link's bandwidth).
  */
 public record EndpointStats(String peer, long bytesSent, long bytesReceived, long messagesSent, long messagesReceived,
         long largeTransfers, double p25MBps, double p50MBps, double p75MBps) implements java.io.Serializable {

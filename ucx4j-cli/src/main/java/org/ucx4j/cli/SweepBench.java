@@ -165,8 +165,9 @@ final class SweepBench implements Callable<Integer> {
         report.printTable(System.out, describe());
         if (peerStats != null && active.contains("ucx4j")) {
             System.out.println();
-            System.out.println("per-peer bandwidth of ucx4j transfers >= 1 MB (Endpoint.stats(): 25% 50% 75% (total bytes);"
-                    + " each send's size over its time from post to completion, a window of them outstanding)");
+            System.out.println("per-peer bandwidth of ucx4j transfers >= 1 MB (Endpoint.stats(): 25% 50% 75% (total "
+                    + "bytes); each figure: 8 consecutive sends' bytes over their service times, each from its "
+                    + "post, or the previous one's completion if later, to its own)");
             System.out.println(peerStats);
         }
         if (json != null) {
