@@ -237,8 +237,8 @@ class CallerModeTest {
     @Test
     void rendezvousSendsOfTheOwnerCompleteByPollingEvenOutOfOrder() throws Exception {
         withCallerClient((a, client, server) -> {
-            int n = 16;
-            long size = 256 * 1024;
+            int n = 80; // more than the engine's first 64 ring slots: the ring grows with all of them in flight
+            long size = 1 << 20; // rendezvous on every UCX version and transport (1.20: 256 KiB goes eagerly)
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment out = arena.allocate(size * n);
                 MemorySegment in = arena.allocate(size * n);
@@ -681,10 +681,13 @@ class CallerModeTest {
                     }
                 });
                 CompletableFuture<Long> pending = client.recvAsync(arena.allocate(8), 5);
-                server.amSend(new byte[0], new byte[] {1});
+                // not a blocking send: over TCP, UCX 1.20 may finish it only once the caller-mode side progresses
+                CompletableFuture<Long> sent = server.amSendAsync(MemorySegment.ofArray(new byte[0]),
+                        MemorySegment.ofArray(new byte[] {1}));
                 CompletableFuture<Long> closed = closeLater(a, handlerWaits);
                 assertThrows(ExecutionException.class, pending::get); // drives; runs the handler; ends by the close
                 assertInstanceOf(UcxException.class, inHandler.get(10, TimeUnit.SECONDS));
+                assertEquals(1L, sent.get(10, TimeUnit.SECONDS)); // it arrived: the handler ran
                 assertTrue(closed.get(30, TimeUnit.SECONDS) < TimeUnit.SECONDS.toNanos(9), "the close waited out "
                         + "its bound instead of being finished by the owner");
                 assertTrue(a.isClosed());

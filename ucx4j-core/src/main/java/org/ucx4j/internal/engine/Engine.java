@@ -1102,7 +1102,12 @@ public final class Engine {
 
     // ---- polled sends (made inside a call, no callback): tested oldest first, in posting order
     private Op[] sendRing = new Op[64];
-    private int sendHead, sendTail; // sendTail - sendHead entries from sendHead (mod length); removed ones are null
+    /**
+     * Indices only grow (mod 2^32): entry i lives at {@code i & (length - 1)}, and a send keeps its index for life
+     * ({@link Op#ringIndex}), so taking one off is O(1) and a scan stays valid when the ring grows under it.
+     * {@code sendTail - sendHead} entries from {@code sendHead}; removed ones are null.
+     */
+    private int sendHead, sendTail;
 
     private static boolean isSend(Op op) {
         return op.kind == Op.TAG_SEND || op.kind == Op.STREAM_SEND || op.kind == Op.AM_SEND;
@@ -1111,23 +1116,20 @@ public final class Engine {
     void addPolledSend(Op op) {
         if (sendTail - sendHead == sendRing.length) {
             Op[] bigger = new Op[sendRing.length * 2];
-            for (int i = sendHead; i != sendTail; i++) {
-                bigger[i - sendHead] = sendRing[i & (sendRing.length - 1)];
+            for (int i = sendHead; i != sendTail; i++) { // same indices, wider mask
+                bigger[i & (bigger.length - 1)] = sendRing[i & (sendRing.length - 1)];
             }
-            sendTail -= sendHead;
-            sendHead = 0;
             sendRing = bigger;
         }
+        op.ringIndex = sendTail;
         sendRing[sendTail++ & (sendRing.length - 1)] = op;
     }
 
     private void removePolledSend(Op op) {
         int mask = sendRing.length - 1;
-        for (int i = sendHead; i != sendTail; i++) {
-            if (sendRing[i & mask] == op) {
-                sendRing[i & mask] = null;
-                break;
-            }
+        int i = op.ringIndex;
+        if (i - sendHead >= 0 && sendTail - i > 0 && sendRing[i & mask] == op) {
+            sendRing[i & mask] = null;
         }
         while (sendHead != sendTail && sendRing[sendHead & mask] == null) {
             sendHead++;

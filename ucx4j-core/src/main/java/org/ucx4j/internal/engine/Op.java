@@ -86,8 +86,10 @@ public final class Op extends EngineFuture<Long> {
     volatile boolean done;
     /** A blocking op recycled per thread by {@link Engine#await} once it is done and nothing refers to it. */
     boolean pooled;
-    /** A receive posted without a callback: whoever drives the worker tests it (no upcall per message). */
+    /** A receive or send posted without a callback: whoever drives the worker tests it (no upcall per message). */
     boolean polled;
+    /** A polled send's place in the engine's ring (an ever-growing index; see {@code Engine.addPolledSend}). */
+    int ringIndex;
     /** System.nanoTime() when a transfer of >= 1 MB was posted (per-peer bandwidth), else 0. */
     long startedAt;
     /** The flight-recorder event of this transfer while a recording wants it, else null. */

@@ -12,6 +12,8 @@ import java.util.Arrays;
  * transfers outstanding, each one's time from its start mostly measures the wait behind the ones before it (32
  * outstanding 1 MiB sends on a 14 GB/s link each showed ~0.4-0.6 GB/s that way); service times measure the link,
  * and summing several absorbs completions that UCX reports together (one such service time alone is near zero).
+ * A figure above 1 TB/s (more than {@value #SPAN} completions seen at once, by an owner that did not progress for a
+ * while) is left out; the transfer still counts.
  */
 public final class PeerStats {
     static final long LARGE = 1_000_000;
@@ -19,7 +21,18 @@ public final class PeerStats {
 
     long bytesSent, bytesReceived, messagesSent, messagesReceived;
     private final double[] rates = new double[KEEP]; // MB/s figures of the last KEEP large transfers
-    private long large;
+    private long large; // large transfers
+    private long figures; // figures in rates, ever: written with release, read with acquire
+    private static final java.lang.invoke.VarHandle FIGURES;
+    static {
+        try {
+            FIGURES = java.lang.invoke.MethodHandles.lookup().findVarHandle(PeerStats.class, "figures", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+    /** A figure above this (1 TB/s) is no link's: it is left out. */
+    static final double MAX_MB_PER_S = 1e6;
     /** Large transfers summed into one figure. */
     static final int SPAN = 8;
     final Direction out = new Direction(), in = new Direction();
@@ -52,12 +65,18 @@ public final class PeerStats {
         long from = d.lastDone != 0 && d.lastDone - startedAt > 0 ? d.lastDone : startedAt;
         long service = Math.max(0, now - from);
         d.lastDone = now;
+        large++;
         int k = (int) (d.count++ % SPAN);
         d.bytesSum += bytes - d.bytes[k];
         d.serviceSum += service - d.service[k];
         d.bytes[k] = bytes;
         d.service[k] = service;
-        rates[(int) (large++ % KEEP)] = d.bytesSum * 1e3 / Math.max(1, d.serviceSum);
+        if (d.serviceSum * MAX_MB_PER_S < d.bytesSum * 1e3) {
+            return; // faster than any link: completions seen together (a caller that did not progress, a pause)
+        }
+        long n = figures;
+        rates[(int) (n % KEEP)] = d.bytesSum * 1e3 / d.serviceSum;
+        FIGURES.setRelease(this, n + 1); // readers see the figure before the count that includes it
     }
 
     public long bytesSent() {
@@ -82,7 +101,7 @@ public final class PeerStats {
 
     /** MB/s at the given quantiles (0..1) over the recent large transfers; NaN when there were none. */
     public double[] bandwidthQuantiles(double... q) {
-        int n = (int) Math.min(large, KEEP);
+        int n = (int) Math.min((long) FIGURES.getAcquire(this), KEEP);
         double[] out = new double[q.length];
         if (n == 0) {
             Arrays.fill(out, Double.NaN);

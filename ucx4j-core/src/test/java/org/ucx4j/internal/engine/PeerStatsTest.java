@@ -51,6 +51,21 @@ class PeerStatsTest {
     }
 
     @Test
+    void aBurstOfCompletionsSeenAtOnceGivesNoFigureFasterThanAnyLink() {
+        PeerStats s = new PeerStats();
+        long t0 = 1_000 * MS;
+        // twenty 1 MB transfers posted at t0, all seen done at t0 + 20 ms (an owner that did not progress meanwhile):
+        // after the first, each has no service time of its own, and eight of those would read ~1e12 MB/s
+        for (int i = 0; i < 20; i++) {
+            s.record(s.in, 1_000_000, t0, t0 + 20 * MS);
+        }
+        assertEquals(20, s.largeTransfers(), "every transfer counts");
+        double[] q = s.bandwidthQuantiles(0, 1);
+        assertTrue(q[1] <= PeerStats.MAX_MB_PER_S, java.util.Arrays.toString(q));
+        assertTrue(q[0] >= 50, "the first eight: 8 MB over 20 ms and more " + java.util.Arrays.toString(q));
+    }
+
+    @Test
     void eachDirectionHasItsOwnCompletions() {
         PeerStats s = new PeerStats();
         long t0 = 1_000 * MS;
