@@ -551,6 +551,54 @@ class ActiveMessageTest {
         }
     }
 
+    /**
+     * An eager message UCX assembles from fragments (above one 32 KiB shared-memory segment) is kept in UCX's own
+     * buffer instead of copied into a pool block: no pool block is used, every kept payload stays intact while later
+     * messages arrive, payloads closed on another thread go back to UCX and later messages still arrive intact, and
+     * a payload kept past its {@code Ucx}'s close fails on access instead of reading memory UCX gave back.
+     */
+    @Test
+    void eagerPayloadsUcxAssembledAreKeptInItsBufferUntilClosed() throws Exception {
+        try (PooledAllocator pool = new PooledAllocator(64L << 20); Arena arena = Arena.ofShared()) {
+            Ucx b = Ucx.open(UcxOptions.defaults().withAllocator(MemoryType.HOST, pool));
+            // the sender sends eagerly, whatever the transport's rendezvous threshold
+            try (Ucx a = Ucx.open(UcxOptions.defaults().with("RNDV_THRESH", "inf")); b) {
+                CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+                try (Listener l = b.listen(0, accepted::complete)) {
+                    Endpoint client = a.connect("127.0.0.1", l.port());
+                    Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                    long size = 100_000;
+                    List<AmMessage> kept = new ArrayList<>();
+                    for (int i = 0; i < 16; i++) {
+                        client.amSend(header(i), Data.pattern(arena, size, i).toArray(ValueLayout.JAVA_BYTE));
+                        kept.add(server.amRecv(T));
+                    }
+                    for (int i = 0; i < kept.size(); i++) { // UCX reuses none of the buffers it handed over
+                        assertArrayEquals(header(i), kept.get(i).headerBytes());
+                        Data.verify(kept.get(i).payload(), size, i);
+                    }
+                    Thread closer = Thread.ofVirtual().start(() -> kept.forEach(AmMessage::close));
+                    closer.join();
+                    assertEquals(0, pool.cachedBytes(), "no pool block was used for UCX-assembled payloads");
+                    for (int i = 16; i < 48; i++) { // after the releases, on the owner's next turns
+                        client.amSend(header(i), Data.pattern(arena, size, i).toArray(ValueLayout.JAVA_BYTE));
+                        try (AmMessage m = server.amRecv(T)) {
+                            assertArrayEquals(header(i), m.headerBytes());
+                            Data.verify(m.payload(), size, i);
+                        }
+                    }
+                    assertEquals(0, pool.cachedBytes());
+                    client.amSend(header(99), Data.pattern(arena, size, 99).toArray(ValueLayout.JAVA_BYTE));
+                    AmMessage late = server.amRecv(T);
+                    MemorySegment payload = late.payload();
+                    b.close();
+                    assertThrows(IllegalStateException.class, () -> payload.get(ValueLayout.JAVA_BYTE, 0));
+                    late.close(); // nothing to give back any more: no crash, no error
+                }
+            }
+        }
+    }
+
     @Test
     void rendezvousPayloadsArePulledWithinTheBudgetInArrivalOrder() throws Exception {
         for (long budget : new long[] {0, 256 << 10, 1 << 20}) {

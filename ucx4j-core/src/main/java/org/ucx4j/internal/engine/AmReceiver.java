@@ -32,12 +32,16 @@ final class AmReceiver {
     private int pullsInFlight;
     private long bytesInFlight;
     private boolean pullsScheduled;
+    /** Where eager payloads that UCX assembled are kept (see {@link HeldData}); null with a user's allocator. */
+    final HeldData held;
     /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
     final Inbox rawInbox = new Inbox();
 
-    AmReceiver(Engine engine, Engine.Config cfg) {
+    AmReceiver(Engine engine, Engine.Config cfg, java.lang.foreign.Arena scope) {
         this.engine = engine;
         this.allocator = cfg.allocator();
+        // with ucx4j's own pool, eager payloads UCX assembled stay in UCX's buffer; a user's allocator gets them all
+        this.held = allocator instanceof org.ucx4j.PooledAllocator ? new HeldData(scope) : null;
         this.maxFrames = cfg.maxFrames();
         this.maxMessageBytes = cfg.maxMessageBytes();
         this.pullBudget = cfg.pullBudget();
@@ -61,7 +65,8 @@ final class AmReceiver {
      * payload into receiver-allocated memory (copied when eager, pulled by {@code ucp_am_recv_data_nbx} when
      * rendezvous) and deliver it. A message that cannot be taken becomes an error entry, so its receive fails.
      */
-    int arrived(int amId, long header, long headerLength, long data, long length, boolean rndv) {
+    int arrived(int amId, long header, long headerLength, long data, long length, long attr) {
+        boolean rndv = (attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
         EndpointCore ep = null;
         byte kind = AmWire.PLAIN;
         long user = header, userLength = headerLength; // the sender's header: read in place, no segment
@@ -113,11 +118,16 @@ final class AmReceiver {
             schedulePulls();
             return Status.INPROGRESS;
         }
-        AmData m = take(ep, inbox, kind, userHeader, length, null);
+        // a message UCX assembled from fragments is kept in UCX's buffer (released when the message is closed)
+        boolean keep = held != null && (attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0 && HeldData.keepable(data, length);
+        AmData m = keep ? new AmData(kind, userHeader, held.view(data, length), length, held, ep)
+                : take(ep, inbox, kind, userHeader, length, null);
         if (m == null) {
             return Status.OK;
         }
-        NativeAccess.copy(data, m.payload, length);
+        if (!keep) {
+            NativeAccess.copy(data, m.payload, length);
+        }
         if (Jfr.AVAILABLE && Jfr.transfers) {
             Jfr.TransferEvent ev = Jfr.begin();
             if (ev != null) {
@@ -128,7 +138,7 @@ final class AmReceiver {
             ep.stats.received(length, 0);
         }
         deliverInOrder(ep, inbox, m);
-        return Status.OK;
+        return keep ? Status.INPROGRESS : Status.OK;
     }
 
     /** A finished message or error: out now, or after the unfinished pulls that arrived before it (owner thread). */

@@ -179,7 +179,7 @@ public final class Engine {
         this.context = ctx;
         this.worker = wrk;
         this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
-        this.amReceiver = new AmReceiver(this, cfg);
+        this.amReceiver = new AmReceiver(this, cfg, arena);
         this.registrations = new Registrations(ctx);
         this.requests = new Requests(this, scratch, lenOut);
         this.inCall = new InCall(this, arena);
@@ -1506,6 +1506,10 @@ public final class Engine {
             r.run();
             work++;
         }
+        HeldData held = amReceiver.held;
+        if (held != null && held.pending()) {
+            work += held.drain(worker); // UCX's buffers of messages closed since
+        }
         return work;
     }
 
@@ -1900,6 +1904,11 @@ public final class Engine {
             amReceiver.releaseHeld(); // announced by raw peers, never pulled
             registrations.destroyRkeys();
             shmCheck.destroy();
+            // raw peers' messages nobody took (endpoints' went with releaseAll): UCX's buffers go back while it can
+            amReceiver.rawInbox.clear();
+            if (amReceiver.held != null) {
+                amReceiver.held.close(worker);
+            }
             closeWakes();
             Ucp.workerDestroy(worker);
             for (long p : stagings) { // UCX can no longer touch the stuck ops' memory

@@ -5,7 +5,6 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.ucx4j.internal.ffi.Structs.ARP_RECV_ATTR;
 import static org.ucx4j.internal.ffi.Structs.TRI_LENGTH;
 import static org.ucx4j.internal.ffi.Structs.TRI_SENDER_TAG;
-import static org.ucx4j.internal.ffi.Structs.UCP_AM_RECV_ATTR_FLAG_RNDV;
 
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.MemorySegment;
@@ -112,7 +111,7 @@ final class Upcalls {
         try {
             long attr = NativeAccess.getLong(param + ARP_RECV_ATTR);
             return REGISTRY[(int) arg].amReceiver.arrived((int) (arg >>> 32), header, headerLength, data, length,
-                    (attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+                    attr);
         } catch (Throwable t) {
             LOG.error("ucx4j active message callback failed", t);
             return Status.OK;

@@ -71,6 +71,11 @@ public final class NativeAccess {
         return MemorySegment.ofAddress(address).reinterpret(size);
     }
 
+    /** Views a raw address as a segment of {@code size} bytes that is alive only while {@code scope} is open. */
+    public static MemorySegment view(long address, long size, java.lang.foreign.Arena scope) {
+        return MemorySegment.ofAddress(address).reinterpret(size, scope, null);
+    }
+
     /** All of the address space: raw reads and writes at an absolute address, with no segment per access. */
     private static final MemorySegment EVERYWHERE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
 

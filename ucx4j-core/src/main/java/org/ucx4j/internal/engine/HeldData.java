@@ -1,0 +1,100 @@
+package org.ucx4j.internal.engine;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.ucx4j.MemoryAllocator;
+import org.ucx4j.internal.ffi.NativeAccess;
+import org.ucx4j.internal.ffi.Ucp;
+
+/**
+ * Eager active-message payloads kept where UCX put them instead of copied into receiver-allocated memory: a
+ * message that came in fragments is assembled by UCX into a buffer of its own, which UCX hands over
+ * ({@code UCP_AM_RECV_ATTR_FLAG_DATA}) and which ucx4j can keep, until {@code ucp_am_data_release}. Copying it once
+ * more into a pool block cost the receiver a second {@code memcpy} of every such message (UCX 1.20: 64 KiB to
+ * 512 KiB messages went that way, at 0.6-0.7x of {@code ucp_am_bw}).
+ * <p>
+ * The release must run on the worker's owner thread, but a message is closed by any thread: {@link #free} pushes the
+ * payload on a lock-free stack linked through the payloads' own first 8 bytes (nothing allocated), and the owner
+ * releases them ({@link #drain}) on its next progress turn. Payloads are viewed in the engine's arena, so a payload
+ * kept past the {@code Ucx}'s close fails on access instead of reading memory UCX gave back.
+ */
+final class HeldData implements MemoryAllocator {
+    /** Smallest payload kept: UCX assembles messages above one shared-memory segment (32 KiB in ucx4j's setup). */
+    static final long MIN = 32 * 1024;
+    private final AtomicLong released = new AtomicLong(); // top of the stack of payloads to release, 0 when empty
+    private final AtomicInteger freeing = new AtomicInteger();
+    private volatile boolean closed;
+    private final Arena scope;
+
+    HeldData(Arena scope) {
+        this.scope = scope;
+    }
+
+    /** Whether UCX's {@code data} of {@code length} bytes may be kept: large enough, and aligned as malloc's. */
+    static boolean keepable(long data, long length) {
+        return length >= MIN && (data & 15) == 0;
+    }
+
+    /** The payload over UCX's data. */
+    MemorySegment view(long data, long length) {
+        return NativeAccess.view(data, length, scope);
+    }
+
+    @Override
+    public MemorySegment allocate(long bytes) {
+        throw new UnsupportedOperationException("UCX's own buffers are not allocated here");
+    }
+
+    /** A message is done with its payload (any thread): released on the owner's next turn; nothing once closed. */
+    @Override
+    public void free(MemorySegment payload) {
+        freeing.getAndIncrement(); // a full fence: either close sees this thread, or this thread sees closed
+        try {
+            if (closed) {
+                return; // the worker is gone: UCX freed or forgot it
+            }
+            long p = payload.address();
+            long head;
+            do {
+                head = released.get();
+                NativeAccess.setLong(p, head);
+            } while (!released.compareAndSet(head, p));
+        } finally {
+            freeing.getAndDecrement();
+        }
+    }
+
+    /** Whether payloads wait for their release (a plain volatile read: checked every progress turn). */
+    boolean pending() {
+        return released.get() != 0;
+    }
+
+    /** Releases the payloads closed since the last turn (owner thread, outside UCX's progress call). */
+    int drain(long worker) {
+        long p = released.getAndSet(0);
+        int n = 0;
+        while (p != 0) {
+            long next = NativeAccess.getLong(p);
+            Ucp.amDataRelease(worker, p);
+            p = next;
+            n++;
+        }
+        return n;
+    }
+
+    /** Before the worker is destroyed (owner thread): releases what is closed; later frees do nothing. */
+    void close(long worker) {
+        closed = true;
+        while (freeing.get() != 0) {
+            Thread.onSpinWait(); // a free under way lasts a few instructions
+        }
+        drain(worker);
+    }
+
+    @Override
+    public String toString() {
+        return "UCX's own receive buffers";
+    }
+}
