@@ -141,7 +141,9 @@ public final class UcxOptions implements Cloneable {
     /**
      * The allocator receiver-allocated messages of {@code type} land in (active messages, frames, objects). Host
      * memory defaults to a {@link PooledAllocator} per {@link Ucx} instance (256 MiB cache); other memory types are
-     * slots for device allocators (CUDA comes later).
+     * slots for device allocators (CUDA comes later). With a {@code PooledAllocator} (the default or one given here),
+     * eager payloads of 32 KiB or more that UCX assembled from fragments are kept in UCX's buffer instead (see
+     * {@link AmMessage}); any other allocator gets every payload.
      */
     public UcxOptions withAllocator(MemoryType type, MemoryAllocator allocator) {
         Objects.requireNonNull(type, "type");
