@@ -41,7 +41,7 @@ final class AmReceiver {
         this.engine = engine;
         this.allocator = cfg.allocator();
         // with ucx4j's own pool, eager payloads UCX assembled stay in UCX's buffer; a user's allocator gets them all
-        this.held = allocator instanceof org.ucx4j.PooledAllocator ? new HeldData(scope) : null;
+        this.held = allocator instanceof org.ucx4j.PooledAllocator ? new HeldData(engine, scope) : null;
         this.maxFrames = cfg.maxFrames();
         this.maxMessageBytes = cfg.maxMessageBytes();
         this.pullBudget = cfg.pullBudget();

@@ -252,6 +252,11 @@ public final class Engine {
         return Thread.currentThread() == owner;
     }
 
+    /** Whether this thread drives the worker now and is outside UCX's progress call (a UCX call may be made). */
+    boolean ownsOutsideProgress() {
+        return Thread.currentThread() == owner && !inProgress;
+    }
+
     public boolean isTerminated() {
         return terminated;
     }

@@ -17,7 +17,8 @@ import org.ucx4j.internal.ffi.Ucp;
  * <p>
  * The release must run on the worker's owner thread, but a message is closed by any thread: {@link #free} pushes the
  * payload on a lock-free stack linked through the payloads' own first 8 bytes (nothing allocated), and the owner
- * releases them ({@link #drain}) on its next progress turn. Payloads are viewed in the engine's arena, so a payload
+ * releases them ({@link #drain}) on its next progress turn; one closed by the owner itself, outside UCX's progress
+ * call, goes back at once. Payloads are viewed in the engine's arena, so a payload
  * kept past the {@code Ucx}'s close fails on access instead of reading memory UCX gave back.
  */
 final class HeldData implements MemoryAllocator {
@@ -27,8 +28,10 @@ final class HeldData implements MemoryAllocator {
     private final AtomicInteger freeing = new AtomicInteger();
     private volatile boolean closed;
     private final Arena scope;
+    private final Engine engine;
 
-    HeldData(Arena scope) {
+    HeldData(Engine engine, Arena scope) {
+        this.engine = engine;
         this.scope = scope;
     }
 
@@ -56,6 +59,12 @@ final class HeldData implements MemoryAllocator {
                 return; // the worker is gone: UCX freed or forgot it
             }
             long p = payload.address();
+            if (engine.ownsOutsideProgress()) {
+                // at once: UCX's next assembly then reuses this buffer, still in cache (a consumer that closes each
+                // message before the next on the worker's thread, as the benchmarks' receivers do)
+                Ucp.amDataRelease(engine.worker, p);
+                return;
+            }
             long head;
             do {
                 head = released.get();
