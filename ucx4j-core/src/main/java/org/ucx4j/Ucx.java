@@ -60,7 +60,9 @@ public final class Ucx implements AutoCloseable {
         this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
                 options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos(),
                 hostAllocator(options), options.maxFrames(), options.maxMessageBytes(), options.pullBudget(),
-                options.peerErrorHandling(), (int) options.livenessTimeout().toSeconds()));
+                options.peerErrorHandling(), (int) options.livenessTimeout().toSeconds(),
+                // checked messages rebind payloads to arenas of their own, which UCX's buffers must not outlive
+                options.ucxBuffers() && !options.checkedMessages()));
     }
 
     /** Opens UCX with ucx4j's defaults. */

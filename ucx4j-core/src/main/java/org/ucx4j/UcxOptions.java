@@ -30,6 +30,7 @@ public final class UcxOptions implements Cloneable {
     private long maxMessageBytes = 1L << 31;
     private long pullBudget = 4L << 20;
     private boolean checkedMessages;
+    private boolean ucxBuffers = true;
     private boolean peerErrorHandling = true;
 
     private UcxOptions() {}
@@ -143,7 +144,7 @@ public final class UcxOptions implements Cloneable {
      * memory defaults to a {@link PooledAllocator} per {@link Ucx} instance (256 MiB cache); other memory types are
      * slots for device allocators (CUDA comes later). With a {@code PooledAllocator} (the default or one given here),
      * eager payloads of 32 KiB or more that UCX assembled from fragments are kept in UCX's buffer instead (see
-     * {@link AmMessage}); any other allocator gets every payload.
+     * {@link #withUcxBuffers}); any other allocator gets every payload.
      */
     public UcxOptions withAllocator(MemoryType type, MemoryAllocator allocator) {
         Objects.requireNonNull(type, "type");
@@ -231,6 +232,23 @@ public final class UcxOptions implements Cloneable {
 
     public boolean checkedMessages() {
         return checkedMessages;
+    }
+
+    /**
+     * Whether an eager active-message payload of 32 KiB or more that UCX assembled from fragments may stay in UCX's
+     * own buffer instead of being copied into the allocator's memory (on by default; it applies only with a
+     * {@link PooledAllocator}, and not with {@link #withCheckedMessages}). Such a payload goes back to UCX when its
+     * message is closed and cannot be used once its {@link Ucx} is closed; turn this off where messages must outlive
+     * the instance that received them.
+     */
+    public UcxOptions withUcxBuffers(boolean keep) {
+        UcxOptions o = copy();
+        o.ucxBuffers = keep;
+        return o;
+    }
+
+    public boolean ucxBuffers() {
+        return ucxBuffers;
     }
 
     /**

@@ -599,6 +599,30 @@ class ActiveMessageTest {
         }
     }
 
+    /** Off by option, and with checked messages: such payloads are copied into the allocator's memory as before. */
+    @Test
+    void ucxAssembledPayloadsAreCopiedWhenUcxBuffersAreOffOrMessagesChecked() throws Exception {
+        for (boolean checked : new boolean[] {false, true}) {
+            try (PooledAllocator pool = new PooledAllocator(64L << 20); Arena arena = Arena.ofShared()) {
+                UcxOptions server = UcxOptions.defaults().withAllocator(MemoryType.HOST, pool);
+                server = checked ? server.withCheckedMessages(true) : server.withUcxBuffers(false);
+                try (Ucx a = Ucx.open(UcxOptions.defaults().with("RNDV_THRESH", "inf")); Ucx b = Ucx.open(server)) {
+                    CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+                    try (Listener l = b.listen(0, accepted::complete)) {
+                        Endpoint client = a.connect("127.0.0.1", l.port());
+                        Endpoint srv = accepted.get(10, TimeUnit.SECONDS);
+                        long size = 100_000;
+                        client.amSend(header(1), Data.pattern(arena, size, 1).toArray(ValueLayout.JAVA_BYTE));
+                        AmMessage m = srv.amRecv(T);
+                        Data.verify(m.payload(), size, 1);
+                        m.close();
+                        assertEquals(128 << 10, pool.cachedBytes(), "checked=" + checked + ": a pool block");
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void rendezvousPayloadsArePulledWithinTheBudgetInArrivalOrder() throws Exception {
         for (long budget : new long[] {0, 256 << 10, 1 << 20}) {

@@ -41,7 +41,8 @@ final class AmReceiver {
         this.engine = engine;
         this.allocator = cfg.allocator();
         // with ucx4j's own pool, eager payloads UCX assembled stay in UCX's buffer; a user's allocator gets them all
-        this.held = allocator instanceof org.ucx4j.PooledAllocator ? new HeldData(engine, scope) : null;
+        this.held = cfg.ucxBuffers() && allocator instanceof org.ucx4j.PooledAllocator ? new HeldData(engine, scope)
+                : null;
         this.maxFrames = cfg.maxFrames();
         this.maxMessageBytes = cfg.maxMessageBytes();
         this.pullBudget = cfg.pullBudget();
@@ -127,18 +128,28 @@ final class AmReceiver {
         }
         if (!keep) {
             NativeAccess.copy(data, m.payload, length);
+            deliverEager(ep, inbox, m);
+            return Status.OK;
         }
+        try {
+            deliverEager(ep, inbox, m);
+        } catch (Throwable t) { // UCX must not free a buffer that may be handed out already: it goes back on close
+            LOG.error("ucx4j: delivering an active message failed", t);
+        }
+        return Status.INPROGRESS;
+    }
+
+    private void deliverEager(EndpointCore ep, Inbox inbox, AmData m) {
         if (Jfr.AVAILABLE && Jfr.transfers) {
             Jfr.TransferEvent ev = Jfr.begin();
             if (ev != null) {
-                Jfr.end(ev, "active message receive", length, 0, ep, "OK");
+                Jfr.end(ev, "active message receive", m.payload.byteSize(), 0, ep, "OK");
             }
         }
         if (ep != null) {
-            ep.stats.received(length, 0);
+            ep.stats.received(m.payload.byteSize(), 0);
         }
         deliverInOrder(ep, inbox, m);
-        return keep ? Status.INPROGRESS : Status.OK;
     }
 
     /** A finished message or error: out now, or after the unfinished pulls that arrived before it (owner thread). */

@@ -268,7 +268,7 @@ final class Connections {
             if (c.state != EndpointCore.OPEN) {
                 return; // closing or closed locally, or already failed
             }
-            for (int i = 0; i < 1000 && Ucp.workerProgress(engine.worker) != 0; i++) {
+            for (int i = 0; i < 1000 && engine.progressNested() != 0; i++) {
                 // drain what already arrived so receives it satisfies still succeed
             }
             failEndpoint(c, Status.ERR_CONNECTION_RESET,

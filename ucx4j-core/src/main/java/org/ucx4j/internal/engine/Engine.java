@@ -53,7 +53,7 @@ public final class Engine {
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
             int maxFrames, long maxMessageBytes, long pullBudget, boolean peerErrorHandling,
-            int livenessSeconds) {}
+            int livenessSeconds, boolean ucxBuffers) {}
 
     final int id;
     final String name;
@@ -250,6 +250,20 @@ public final class Engine {
 
     public boolean isOwnerThread() {
         return Thread.currentThread() == owner;
+    }
+
+    /**
+     * One {@code ucp_worker_progress} outside the duty cycle (owner thread), marked as a progress call like the duty
+     * cycle's: callbacks inside it see {@link #ownsOutsideProgress} false.
+     */
+    int progressNested() {
+        boolean was = inProgress;
+        inProgress = true;
+        try {
+            return Ucp.workerProgress(worker);
+        } finally {
+            inProgress = was;
+        }
     }
 
     /** Whether this thread drives the worker now and is outside UCX's progress call (a UCX call may be made). */
@@ -1946,7 +1960,11 @@ public final class Engine {
                 }
             }
             Upcalls.unregister(id);
-            arena.close();
+            try {
+                arena.close();
+            } catch (IllegalStateException e) { // a segment of it in use by a native call (a payload being written)
+                LOG.warn("ucx4j: worker {}: its arena stays open: {}", name, e.toString());
+            }
             terminatedFuture.complete(null);
         }
     }

@@ -18,8 +18,16 @@ import org.ucx4j.internal.ffi.Ucp;
  * The release must run on the worker's owner thread, but a message is closed by any thread: {@link #free} pushes the
  * payload on a lock-free stack linked through the payloads' own first 8 bytes (nothing allocated), and the owner
  * releases them ({@link #drain}) on its next progress turn; one closed by the owner itself, outside UCX's progress
- * call, goes back at once. Payloads are viewed in the engine's arena, so a payload
- * kept past the {@code Ucx}'s close fails on access instead of reading memory UCX gave back.
+ * call, goes back at once (a call that progresses the worker outside the duty cycle marks itself as in progress:
+ * {@link Engine#progressNested}). Payloads are viewed in the engine's arena, so a payload kept past the {@code Ucx}'s
+ * close fails on access instead of reading memory UCX gave back; a payload still open then is never released.
+ * <p>
+ * UCX also hands over, with the same flag, a single-fragment message that lies in a transport's receive descriptor
+ * (a shared-memory FIFO element's buffer, an InfiniBand receive buffer). With ucx4j's shared-memory segments (32 KiB
+ * + 64 B) such a payload is below {@link #MIN}, and those seen so far were not 16-byte aligned either; one kept with
+ * larger segments configured is still handled as UCX allows (its transport replaces the descriptor, and
+ * {@code ucp_am_data_release} gives it back), and the arena keeps it from being read after the worker is gone.
+ * Off with {@code UcxOptions.withUcxBuffers(false)}, with checked messages, and with a user's allocator.
  */
 final class HeldData implements MemoryAllocator {
     /** Smallest payload kept: UCX assembles messages above one shared-memory segment (32 KiB in ucx4j's setup). */

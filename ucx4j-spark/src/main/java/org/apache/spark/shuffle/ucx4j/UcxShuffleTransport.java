@@ -89,7 +89,9 @@ final class UcxShuffleTransport implements AutoCloseable {
         this.resolver = resolver;
         this.transportConf = SparkTransportConf.fromSparkConf(env.conf(), "shuffle", 0, Option.empty(),
                 Option.empty()); // for Spark's download files
-        UcxOptions o = conf.ucxOptions();
+        // fetched blocks wait in Spark's queue for their task and may outlive a replaced instance (see retire):
+        // they live in ucx4j's pool, never in UCX's own buffers, which go with the instance
+        UcxOptions o = conf.ucxOptions().withUcxBuffers(false);
         if (env.securityManager().isAuthenticationEnabled()) {
             o = o.withSecret(env.securityManager().getSecretKey().getBytes(StandardCharsets.UTF_8));
         }
