@@ -12,7 +12,8 @@ import org.ucx4j.internal.engine.AmData;
  * <p>
  * With ucx4j's pool as allocator, a payload of 32 KiB or more that UCX assembled from fragments stays in UCX's own
  * buffer (no second copy) and goes back to UCX when the message is closed; such a payload cannot be used after its
- * {@link Ucx} is closed (access then fails with {@link IllegalStateException}).
+ * {@link Ucx} is closed (access then fails with {@link IllegalStateException}). {@link UcxOptions#withUcxBuffers}
+ * turns this off.
  */
 public final class AmMessage implements AutoCloseable {
     private final AmData data;
