@@ -10,10 +10,10 @@ import org.ucx4j.internal.engine.AmData;
  * {@link UcxOptions#withCheckedMessages} such a late access fails cleanly instead (each message then gets its own
  * shared arena, whose close costs tens of microseconds: a debugging aid, not for production rates).
  * <p>
- * With ucx4j's pool as allocator, a payload of 32 KiB or more that UCX assembled from fragments stays in UCX's own
- * buffer (no second copy) and goes back to UCX when the message is closed; such a payload cannot be used after its
- * {@link Ucx} is closed (access then fails with {@link IllegalStateException}). {@link UcxOptions#withUcxBuffers}
- * turns this off.
+ * With ucx4j's pool as allocator, a payload larger than 32 KiB + 64 B (one shared-memory segment) that UCX
+ * assembled from fragments stays in UCX's own buffer (no second copy) and goes back to UCX when the message is
+ * closed; such a payload cannot be used after its {@link Ucx} is closed (access then fails with
+ * {@link IllegalStateException}). {@link UcxOptions#withUcxBuffers} turns this off.
  */
 public final class AmMessage implements AutoCloseable {
     private final AmData data;

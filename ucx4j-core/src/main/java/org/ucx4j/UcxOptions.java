@@ -143,7 +143,7 @@ public final class UcxOptions implements Cloneable {
      * The allocator receiver-allocated messages of {@code type} land in (active messages, frames, objects). Host
      * memory defaults to a {@link PooledAllocator} per {@link Ucx} instance (256 MiB cache); other memory types are
      * slots for device allocators (CUDA comes later). With a {@code PooledAllocator} (the default or one given here),
-     * eager payloads of 32 KiB or more that UCX assembled from fragments are kept in UCX's buffer instead (see
+     * eager payloads above 32 KiB + 64 B that UCX assembled from fragments are kept in UCX's buffer instead (see
      * {@link #withUcxBuffers}); any other allocator gets every payload.
      */
     public UcxOptions withAllocator(MemoryType type, MemoryAllocator allocator) {
@@ -235,7 +235,7 @@ public final class UcxOptions implements Cloneable {
     }
 
     /**
-     * Whether an eager active-message payload of 32 KiB or more that UCX assembled from fragments may stay in UCX's
+     * Whether an eager active-message payload above 32 KiB + 64 B that UCX assembled from fragments may stay in UCX's
      * own buffer instead of being copied into the allocator's memory (on by default; it applies only with a
      * {@link PooledAllocator}, and not with {@link #withCheckedMessages}). Such a payload goes back to UCX when its
      * message is closed and cannot be used once its {@link Ucx} is closed; turn this off where messages must outlive

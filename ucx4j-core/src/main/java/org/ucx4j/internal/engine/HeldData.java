@@ -24,14 +24,16 @@ import org.ucx4j.internal.ffi.Ucp;
  * <p>
  * UCX also hands over, with the same flag, a single-fragment message that lies in a transport's receive descriptor
  * (a shared-memory FIFO element's buffer, an InfiniBand receive buffer). With ucx4j's shared-memory segments (32 KiB
- * + 64 B) such a payload is below {@link #MIN}, and those seen so far were not 16-byte aligned either; one kept with
- * larger segments configured is still handled as UCX allows (its transport replaces the descriptor, and
+ * + 64 B) such a payload is below {@link #MIN}; one kept with larger segments configured is still handled as UCX allows (its transport replaces the descriptor, and
  * {@code ucp_am_data_release} gives it back), and the arena keeps it from being read after the worker is gone.
  * Off with {@code UcxOptions.withUcxBuffers(false)}, with checked messages, and with a user's allocator.
  */
 final class HeldData implements MemoryAllocator {
-    /** Smallest payload kept: UCX assembles messages above one shared-memory segment (32 KiB in ucx4j's setup). */
-    static final long MIN = 32 * 1024;
+    /**
+     * Smallest payload kept: one byte more than ucx4j's shared-memory segment (32 KiB + 64 B, {@code LibC}), so a
+     * payload kept never lies in a single FIFO element; larger shared-memory messages come in fragments.
+     */
+    static final long MIN = 32 * 1024 + 64 + 1;
     private final AtomicLong released = new AtomicLong(); // top of the stack of payloads to release, 0 when empty
     private final AtomicInteger freeing = new AtomicInteger();
     private volatile boolean closed;
