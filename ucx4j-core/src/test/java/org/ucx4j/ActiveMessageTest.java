@@ -23,6 +23,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.ucx4j.internal.engine.AmWire;
+import org.ucx4j.internal.engine.TestHooks;
 
 /** Receiver-allocated messaging: active messages, multi-frame messages and objects, in-process and cross-process. */
 class ActiveMessageTest {
@@ -555,7 +556,8 @@ class ActiveMessageTest {
      * An eager message UCX assembles from fragments (above one 32 KiB shared-memory segment) is kept in UCX's own
      * buffer instead of copied into a pool block: no pool block is used, every kept payload stays intact while later
      * messages arrive, payloads closed on another thread go back to UCX and later messages still arrive intact, and
-     * a payload kept past its {@code Ucx}'s close fails on access instead of reading memory UCX gave back.
+     * a payload kept past its {@code Ucx}'s close fails on access instead of reading memory UCX gave back, and goes
+     * back to UCX at that close (never freed otherwise).
      */
     @Test
     void eagerPayloadsUcxAssembledAreKeptInItsBufferUntilClosed() throws Exception {
@@ -569,7 +571,7 @@ class ActiveMessageTest {
                     Endpoint server = accepted.get(10, TimeUnit.SECONDS);
                     long size = 100_000;
                     List<AmMessage> kept = new ArrayList<>();
-                    for (int i = 0; i < 16; i++) {
+                    for (int i = 0; i < 40; i++) { // more than the first table of payloads out holds
                         client.amSend(header(i), Data.pattern(arena, size, i).toArray(ValueLayout.JAVA_BYTE));
                         kept.add(server.amRecv(T));
                     }
@@ -580,7 +582,7 @@ class ActiveMessageTest {
                     Thread closer = Thread.ofVirtual().start(() -> kept.forEach(AmMessage::close));
                     closer.join();
                     assertEquals(0, pool.cachedBytes(), "no pool block was used for UCX-assembled payloads");
-                    for (int i = 16; i < 48; i++) { // after the releases, on the owner's next turns
+                    for (int i = 40; i < 72; i++) { // after the releases, on the owner's next turns
                         client.amSend(header(i), Data.pattern(arena, size, i).toArray(ValueLayout.JAVA_BYTE));
                         try (AmMessage m = server.amRecv(T)) {
                             assertArrayEquals(header(i), m.headerBytes());
@@ -588,12 +590,17 @@ class ActiveMessageTest {
                         }
                     }
                     assertEquals(0, pool.cachedBytes());
-                    client.amSend(header(99), Data.pattern(arena, size, 99).toArray(ValueLayout.JAVA_BYTE));
-                    AmMessage late = server.amRecv(T);
-                    MemorySegment payload = late.payload();
+                    List<AmMessage> late = new ArrayList<>();
+                    for (int i = 0; i < 3; i++) {
+                        client.amSend(header(99), Data.pattern(arena, size, 99).toArray(ValueLayout.JAVA_BYTE));
+                        late.add(server.amRecv(T));
+                    }
+                    MemorySegment payload = late.get(0).payload();
                     b.close();
+                    // the three still open went back to UCX, after their memory became unreadable
+                    assertEquals(3, TestHooks.heldOpenAtClose());
                     assertThrows(IllegalStateException.class, () -> payload.get(ValueLayout.JAVA_BYTE, 0));
-                    late.close(); // nothing to give back any more: no crash, no error
+                    late.forEach(AmMessage::close); // nothing to give back any more: no crash, no error
                 }
             }
         }

@@ -37,11 +37,11 @@ final class AmReceiver {
     /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
     final Inbox rawInbox = new Inbox();
 
-    AmReceiver(Engine engine, Engine.Config cfg, java.lang.foreign.Arena scope) {
+    AmReceiver(Engine engine, Engine.Config cfg) {
         this.engine = engine;
         this.allocator = cfg.allocator();
         // with ucx4j's own pool, eager payloads UCX assembled stay in UCX's buffer; a user's allocator gets them all
-        this.held = cfg.ucxBuffers() && allocator instanceof org.ucx4j.PooledAllocator ? new HeldData(engine, scope)
+        this.held = cfg.ucxBuffers() && allocator instanceof org.ucx4j.PooledAllocator ? new HeldData(engine)
                 : null;
         this.maxFrames = cfg.maxFrames();
         this.maxMessageBytes = cfg.maxMessageBytes();
@@ -121,7 +121,7 @@ final class AmReceiver {
         }
         // a message UCX assembled from fragments is kept in UCX's buffer (released when the message is closed)
         boolean keep = held != null && (attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0 && HeldData.keepable(data, length);
-        AmData m = keep ? new AmData(kind, userHeader, held.view(data, length), length, held, ep)
+        AmData m = keep ? new AmData(kind, userHeader, held.keep(data, length), length, held, ep)
                 : take(ep, inbox, kind, userHeader, length, null);
         if (m == null) {
             return Status.OK;

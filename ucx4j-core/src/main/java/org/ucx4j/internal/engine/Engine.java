@@ -179,7 +179,7 @@ public final class Engine {
         this.context = ctx;
         this.worker = wrk;
         this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
-        this.amReceiver = new AmReceiver(this, cfg, arena);
+        this.amReceiver = new AmReceiver(this, cfg);
         this.registrations = new Registrations(ctx);
         this.requests = new Requests(this, scratch, lenOut);
         this.inCall = new InCall(this, arena);
@@ -1926,7 +1926,11 @@ public final class Engine {
             // raw peers' messages nobody took (endpoints' went with releaseAll): UCX's buffers go back while it can
             amReceiver.rawInbox.clear();
             if (amReceiver.held != null) {
-                amReceiver.held.close(worker);
+                int open = amReceiver.held.close(worker); // payloads the application kept open go back too
+                TestHooks.heldOpenAtClose = open;
+                if (open > 0) {
+                    LOG.debug("ucx4j: worker {}: {} active-message payloads were still open at close", name, open);
+                }
             }
             closeWakes();
             Ucp.workerDestroy(worker);

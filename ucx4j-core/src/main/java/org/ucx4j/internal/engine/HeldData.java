@@ -4,6 +4,8 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.ucx4j.MemoryAllocator;
 import org.ucx4j.internal.ffi.NativeAccess;
 import org.ucx4j.internal.ffi.Ucp;
@@ -19,8 +21,11 @@ import org.ucx4j.internal.ffi.Ucp;
  * payload on a lock-free stack linked through the payloads' own first 8 bytes (nothing allocated), and the owner
  * releases them ({@link #drain}) on its next progress turn; one closed by the owner itself, outside UCX's progress
  * call, goes back at once (a call that progresses the worker outside the duty cycle marks itself as in progress:
- * {@link Engine#progressNested}). Payloads are viewed in the engine's arena, so a payload kept past the {@code Ucx}'s
- * close fails on access instead of reading memory UCX gave back; a payload still open then is never released.
+ * {@link Engine#progressNested}). The owner tracks which payloads are out (an open-addressing set of their addresses,
+ * owner-thread only), and payloads are viewed in an arena of their own: when the {@code Ucx} closes with some still
+ * open, that arena is closed first, so an application that kept one fails on access instead of reading memory UCX
+ * gave back, and then they are released before the worker goes (left to UCX, a message's buffer would never be
+ * freed).
  * <p>
  * UCX also hands over, with the same flag, a single-fragment message that lies in a transport's receive descriptor
  * (a shared-memory FIFO element's buffer, an InfiniBand receive buffer). With ucx4j's shared-memory segments (32 KiB
@@ -29,6 +34,7 @@ import org.ucx4j.internal.ffi.Ucp;
  * Off with {@code UcxOptions.withUcxBuffers(false)}, with checked messages, and with a user's allocator.
  */
 final class HeldData implements MemoryAllocator {
+    private static final Logger LOG = LoggerFactory.getLogger(HeldData.class);
     /**
      * Smallest payload kept: one byte more than ucx4j's shared-memory segment (32 KiB + 64 B, {@code LibC}), so a
      * payload kept never lies in a single FIFO element; larger shared-memory messages come in fragments.
@@ -37,12 +43,14 @@ final class HeldData implements MemoryAllocator {
     private final AtomicLong released = new AtomicLong(); // top of the stack of payloads to release, 0 when empty
     private final AtomicInteger freeing = new AtomicInteger();
     private volatile boolean closed;
-    private final Arena scope;
+    /** Where payloads are viewed: closed before what is still out goes back to UCX. */
+    private final Arena views = Arena.ofShared();
     private final Engine engine;
+    /** The payloads out (owner thread). */
+    private final AddressSet out = new AddressSet();
 
-    HeldData(Engine engine, Arena scope) {
+    HeldData(Engine engine) {
         this.engine = engine;
-        this.scope = scope;
     }
 
     /** Whether UCX's {@code data} of {@code length} bytes may be kept: large enough, and aligned as malloc's. */
@@ -50,9 +58,18 @@ final class HeldData implements MemoryAllocator {
         return length >= MIN && (data & 15) == 0;
     }
 
-    /** The payload over UCX's data. */
-    MemorySegment view(long data, long length) {
-        return NativeAccess.view(data, length, scope);
+    /** Keeps UCX's {@code data} (owner thread, in UCX's callback, which then returns INPROGRESS): the payload over it. */
+    MemorySegment keep(long data, long length) {
+        out.add(data);
+        return NativeAccess.view(data, length, views);
+    }
+
+    /** Gives one payload back to UCX and forgets it (owner thread, outside UCX's progress call). */
+    private void release(long worker, long p) {
+        if (!out.remove(p)) {
+            throw new IllegalStateException("ucx4j: UCX's buffer 0x" + Long.toHexString(p) + " was not kept");
+        }
+        Ucp.amDataRelease(worker, p);
     }
 
     @Override
@@ -72,7 +89,7 @@ final class HeldData implements MemoryAllocator {
             if (engine.ownsOutsideProgress()) {
                 // at once: UCX's next assembly then reuses this buffer, still in cache (a consumer that closes each
                 // message before the next on the worker's thread, as the benchmarks' receivers do)
-                Ucp.amDataRelease(engine.worker, p);
+                release(engine.worker, p);
                 return;
             }
             long head;
@@ -96,20 +113,34 @@ final class HeldData implements MemoryAllocator {
         int n = 0;
         while (p != 0) {
             long next = NativeAccess.getLong(p);
-            Ucp.amDataRelease(worker, p);
+            release(worker, p);
             p = next;
             n++;
         }
         return n;
     }
 
-    /** Before the worker is destroyed (owner thread): releases what is closed; later frees do nothing. */
-    void close(long worker) {
+    /**
+     * Before the worker is destroyed (owner thread): releases what is closed, then, once no thread can read them any
+     * more, the payloads still open; later frees do nothing. Returns how many were still open and went back.
+     */
+    int close(long worker) {
         closed = true;
         while (freeing.get() != 0) {
             Thread.onSpinWait(); // a free under way lasts a few instructions
         }
         drain(worker);
+        int open = out.size();
+        try {
+            views.close(); // from here a payload kept by the application fails on access
+        } catch (IllegalStateException e) { // one is in use by a native call right now: its memory must stay
+            LOG.warn("ucx4j: {} active-message payloads still open at close stay allocated: {}", open, e.toString());
+            return 0;
+        }
+        for (long p : out.toArray()) {
+            release(worker, p);
+        }
+        return open;
     }
 
     @Override

@@ -23,6 +23,13 @@ public final class TestHooks {
         return b;
     }
 
+    /** Payloads kept in UCX's buffers that were still open when the last worker with such payloads closed. */
+    static volatile int heldOpenAtClose;
+
+    public static int heldOpenAtClose() {
+        return heldOpenAtClose;
+    }
+
     /** The thread that last asked to borrow a worker from its progress thread (any engine). */
     static Thread lastBorrower; // plain: written on every borrow, read by tests on the thread that borrowed
 
