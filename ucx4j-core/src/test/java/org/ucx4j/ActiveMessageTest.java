@@ -606,6 +606,51 @@ class ActiveMessageTest {
         }
     }
 
+    /**
+     * Active messages find their endpoint by the connection id in their header: through a table slot per id (mod
+     * 1024) and the map behind it. Two endpoints alive at once whose ids share a slot (the long-lived one opened
+     * first, the other 1024 connections later) each get exactly their own messages.
+     */
+    @Test
+    void messagesReachTheirEndpointWhenConnectionIdsShareATableSlot() throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open()) {
+            java.util.concurrent.BlockingQueue<Endpoint> accepted = new java.util.concurrent.LinkedBlockingQueue<>();
+            try (Listener l = b.listen(0, accepted::add)) {
+                Endpoint first = a.connect("127.0.0.1", l.port(), T);
+                Endpoint firstServer = accepted.poll(10, TimeUnit.SECONDS);
+                Endpoint late = null, lateServer = null;
+                for (int i = 1; i <= 1024; i++) { // b's ids: first + i
+                    Endpoint c = a.connect("127.0.0.1", l.port(), T);
+                    Endpoint s = accepted.poll(10, TimeUnit.SECONDS);
+                    if (i < 1024) {
+                        c.close();
+                        s.close();
+                    } else {
+                        late = c;
+                        lateServer = s;
+                    }
+                }
+                for (int round = 0; round < 3; round++) {
+                    first.amSend(new byte[] {1, (byte) round}, new byte[] {11});
+                    late.amSend(new byte[] {2, (byte) round}, new byte[] {22});
+                    try (AmMessage m = lateServer.amRecv(T)) {
+                        assertArrayEquals(new byte[] {2, (byte) round}, m.headerBytes());
+                    }
+                    try (AmMessage m = firstServer.amRecv(T)) {
+                        assertArrayEquals(new byte[] {1, (byte) round}, m.headerBytes());
+                    }
+                }
+                // and the one left alone in the slot after the other closes
+                late.close();
+                lateServer.closeFuture().get(10, TimeUnit.SECONDS);
+                first.amSend(new byte[] {3}, new byte[] {33});
+                try (AmMessage m = firstServer.amRecv(T)) {
+                    assertArrayEquals(new byte[] {3}, m.headerBytes());
+                }
+            }
+        }
+    }
+
     /** Off by option, and with checked messages: such payloads are copied into the allocator's memory as before. */
     @Test
     void ucxAssembledPayloadsAreCopiedWhenUcxBuffersAreOffOrMessagesChecked() throws Exception {

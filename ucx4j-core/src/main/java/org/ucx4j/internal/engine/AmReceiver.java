@@ -76,7 +76,7 @@ final class AmReceiver {
                 LOG.warn("ucx4j: dropped an active message with a {}-byte header (not from ucx4j)", headerLength);
                 return rndv ? Status.ERR_INVALID_PARAM : Status.OK;
             }
-            ep = engine.connections.byConnId.get(NativeAccess.getIntUnaligned(header) & 0x7fffffff);
+            ep = engine.connections.byId(NativeAccess.getIntUnaligned(header) & 0x7fffffff);
             kind = NativeAccess.getByte(header + 4);
             user += AmWire.PREFIX;
             userLength -= AmWire.PREFIX;

@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -37,6 +38,12 @@ final class Connections {
     private final AtomicInteger connIds = new AtomicInteger(1);
     /** Endpoints by local connection id, from before the handshake: active messages find their endpoint here. */
     final ConcurrentHashMap<Integer, EndpointCore> byConnId = new ConcurrentHashMap<>();
+    /**
+     * The same endpoints at {@code id & (length - 1)}, set and cleared with the map (ids are handed out in sequence,
+     * so the endpoints alive at once rarely share a slot; one that lost its slot is found in the map): every active
+     * message looks its endpoint up here, without boxing its id or hashing.
+     */
+    private final AtomicReferenceArray<EndpointCore> byIdSlot = new AtomicReferenceArray<>(1024);
     /** Open endpoints by the slot their error callback names (owner thread). */
     EndpointCore[] eps = new EndpointCore[64];
     private final Set<ListenerCore> listeners = ConcurrentHashMap.newKeySet();
@@ -78,12 +85,24 @@ final class Connections {
         }
         EndpointCore c = new EndpointCore(engine, id, client, peer);
         byConnId.put(id, c);
+        byIdSlot.set(id & (byIdSlot.length() - 1), c);
         return c;
+    }
+
+    /** The endpoint with local connection id {@code id}, or null (as {@code byConnId.get}, without its boxing). */
+    EndpointCore byId(int id) {
+        EndpointCore c = byIdSlot.get(id & (byIdSlot.length() - 1));
+        return c != null && c.localConnId == id ? c : byConnId.get(id);
+    }
+
+    private void forget(EndpointCore c) {
+        byIdSlot.compareAndSet(c.localConnId & (byIdSlot.length() - 1), c, null);
+        byConnId.remove(c.localConnId, c);
     }
 
     /** Forgets an endpoint whose connection never opened. */
     void discard(EndpointCore c) {
-        byConnId.remove(c.localConnId, c);
+        forget(c);
     }
 
     /** {@link #attach}: create the endpoint now (raw endpoints, loopback, and the arbiter's side of a pair). */
@@ -352,7 +371,7 @@ final class Connections {
             TestHooks.parked.decrementAndGet();
             parked.removeIf(p -> p.endpoint() == c);
         }
-        byConnId.remove(c.localConnId, c);
+        forget(c);
         if (c.closedLocally) {
             for (Inbox in : c.inboxes) {
                 in.clear();
