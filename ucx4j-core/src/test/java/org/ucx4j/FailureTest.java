@@ -202,6 +202,50 @@ class FailureTest {
         });
     }
 
+    /**
+     * Every pending receive fails with its endpoint, not only the first: UCX completes a canceled receive inside
+     * {@code ucp_request_cancel}, which unlinks it from the endpoint's pending list while that list is walked.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"abort", "close", "peer-abort"})
+    void everyPendingReceiveFailsWithItsEndpoint(String how) throws Exception {
+        pair((a, b, client, server) -> {
+            List<CompletableFuture<Long>> pending = new java.util.ArrayList<>();
+            for (int i = 0; i < 5; i++) {
+                pending.add(server.recvAsync(new byte[8], 10 + i));
+            }
+            switch (how) {
+                case "abort" -> server.abort();
+                case "close" -> server.close(Duration.ofSeconds(2));
+                default -> client.abort();
+            }
+            for (CompletableFuture<Long> f : pending) {
+                CompletionException e = assertThrows(CompletionException.class,
+                        () -> f.orTimeout(10, TimeUnit.SECONDS).join());
+                Class<? extends UcxException> expected = how.equals("peer-abort") ? ConnectionResetException.class
+                        : EndpointClosedException.class;
+                assertInstanceOf(expected, e.getCause(), "got " + e.getCause());
+            }
+        });
+    }
+
+    /** Every worker-level receive is canceled when the worker closes, and the close does not wait for them. */
+    @Test
+    void closingUcxCancelsEveryWorkerLevelReceive() throws Exception {
+        Ucx ucx = Ucx.open();
+        MemorySegment buf = Arena.global().allocate(64);
+        List<CompletableFuture<TagMessage>> rs = new java.util.ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            rs.add(ucx.recvTaggedAsync(buf.asSlice(i * 16, 16), 5 + i, -1));
+        }
+        ucx.close();
+        for (CompletableFuture<TagMessage> r : rs) {
+            CompletionException e = assertThrows(CompletionException.class,
+                    () -> r.orTimeout(10, TimeUnit.SECONDS).join());
+            assertInstanceOf(CanceledException.class, e.getCause());
+        }
+    }
+
     @Test
     void closingUcxCancelsWorkerLevelReceiveAndRejectsCalls() throws Exception {
         Ucx ucx = Ucx.open();

@@ -341,8 +341,8 @@ final class Connections {
     }
 
     private void cancelPending(EndpointCore c) {
-        for (Op op = c.pending.head; op != null; op = op.pendingNext) {
-            if (op.request != 0) {
+        for (Op op : c.pending.snapshot()) {
+            if (op.request != 0 && !op.done) { // one an earlier cancel's completion ended is skipped
                 Ucp.requestCancel(engine.worker, op.request);
             }
         }

@@ -1873,8 +1873,10 @@ public final class Engine {
             }
         }
         connections.abortAll();
-        for (Op r = requests.workerRecvs.head; r != null; r = r.pendingNext) {
-            Ucp.requestCancel(worker, r.request);
+        for (Op r : requests.workerRecvs.snapshot()) {
+            if (r.request != 0 && !r.done) {
+                Ucp.requestCancel(worker, r.request);
+            }
         }
         if (!terminated && driving > 0) { // raw peers' messages: their waiters, as the release would
             amReceiver.rawInbox.failWaiters(closedError("receive"));

@@ -18,6 +18,23 @@ final class PendingOps {
         head = op;
     }
 
+    /**
+     * The ops linked now, newest first: what a loop that cancels them walks, since canceling may unlink an op (UCX
+     * completes a canceled receive inside {@code ucp_request_cancel}) and so end a walk of the links themselves.
+     */
+    Op[] snapshot() {
+        int n = 0;
+        for (Op op = head; op != null; op = op.pendingNext) {
+            n++;
+        }
+        Op[] all = new Op[n];
+        int i = 0;
+        for (Op op = head; op != null; op = op.pendingNext) {
+            all[i++] = op;
+        }
+        return all;
+    }
+
     /** Unlinks {@code op}; nothing if it is not in this list. */
     void remove(Op op) {
         if (op.pendingPrev == null && head != op) {
