@@ -372,14 +372,16 @@ public final class Ucx implements AutoCloseable {
     public CompletableFuture<TagMessage> recvTaggedAsync(MemorySegment buf, long tag, long mask) {
         Op op = workerRecv(Buffers.segment(buf, true), tag, mask, false);
         engine.submit(op);
-        CompletableFuture<TagMessage> out = new SafeFuture<TagMessage>(engine.executor()) {
+        // waiting on it drives the worker, as waiting on the op would (a get() on the owner thread, in caller mode or
+        // in a handler, would otherwise wait for a worker nobody progresses)
+        CompletableFuture<TagMessage> out = new org.ucx4j.internal.engine.EngineFuture<TagMessage>(engine) {
             @Override
             public boolean cancel(boolean mayInterruptIfRunning) {
                 // withdraw the receive itself, not only this view of it
                 return op.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
             }
         };
-        op.whenComplete((len, e) -> {
+        op.whenDoneHere((len, e) -> { // ucx4j's own code: where the op completes; users' dependents go to the executor
             if (e != null) {
                 out.completeExceptionally(e instanceof java.util.concurrent.CompletionException
                         && e.getCause() != null ? e.getCause() : e);

@@ -674,6 +674,22 @@ class CallerModeTest {
         });
     }
 
+    /** A worker-level receive's future, waited for on the owner thread, drives the worker until its message came. */
+    @Test
+    void aWorkerLevelReceiveFutureWaitedForOnTheOwnerDrivesTheWorker() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment in = arena.allocate(64);
+                CompletableFuture<TagMessage> r = a.recvTaggedAsync(in, 0x70, -1);
+                CompletableFuture<Long> sent = server.sendTaggedAsync(Data.pattern(arena, 64, 7), 0x70);
+                TagMessage m = r.get(10, TimeUnit.SECONDS); // nobody but this thread progresses the worker
+                assertEquals(64, m.length());
+                Data.verify(in, 64, 7);
+                assertEquals(64L, sent.get(10, TimeUnit.SECONDS));
+            }
+        });
+    }
+
     @Test
     void anotherThreadsCloseEndsABlockingCallInsideAHandlerAndTheWorkerGoesAfterIt() throws Exception {
         // a handler runs inside the owner's progress; a blocking call it makes when another thread closes the worker

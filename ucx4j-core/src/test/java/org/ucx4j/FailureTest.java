@@ -229,6 +229,54 @@ class FailureTest {
         });
     }
 
+    /**
+     * With a progress thread, a handler that blocks (a receive nothing will complete, waited for by a blocking call
+     * or a future's get) is ended by another thread's {@code Ucx.close()}: the wait fails, and the worker is then
+     * released, within the close's bound rather than left running when the close gives up.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"worker-recv", "endpoint-recv", "future-get"})
+    void aCloseEndsAHandlersBlockingWaitWithAProgressThread(String wait) throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                CompletableFuture<Throwable> inHandler = new CompletableFuture<>();
+                java.util.concurrent.CountDownLatch waits = new java.util.concurrent.CountDownLatch(1);
+                MemorySegment buf = arena.allocate(8);
+                client.onActiveMessage(m -> {
+                    m.close();
+                    waits.countDown();
+                    try {
+                        switch (wait) { // nothing will come: each ends only by the close
+                            case "worker-recv" -> a.recvTagged(buf, 7, -1);
+                            case "endpoint-recv" -> client.recv(buf, 7);
+                            default -> a.recvTaggedAsync(buf, 7, -1).get();
+                        }
+                        inHandler.complete(null);
+                    } catch (Throwable e) {
+                        inHandler.complete(e);
+                    }
+                });
+                server.amSend(new byte[0], new byte[] {1});
+                assertTrue(waits.await(10, TimeUnit.SECONDS));
+                Thread.sleep(100);
+                long t0 = System.nanoTime();
+                a.close();
+                long took = System.nanoTime() - t0;
+                Throwable t = inHandler.get(10, TimeUnit.SECONDS);
+                if (t instanceof java.util.concurrent.ExecutionException ee) {
+                    t = ee.getCause();
+                }
+                assertInstanceOf(UcxException.class, t, "got " + t);
+                assertTrue(took < TimeUnit.SECONDS.toNanos(9), "the close waited out its 10 s bound ("
+                        + TimeUnit.NANOSECONDS.toMillis(took) + " ms): the worker was not released");
+                assertTrue(a.isClosed());
+            }
+        }
+    }
+
     /** Every worker-level receive is canceled when the worker closes, and the close does not wait for them. */
     @Test
     void closingUcxCancelsEveryWorkerLevelReceive() throws Exception {

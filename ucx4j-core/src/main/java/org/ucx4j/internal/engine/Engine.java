@@ -848,10 +848,10 @@ public final class Engine {
             // call there is; an AM handler runs after the progress call and drives the worker as a blocking call does
             checkNotInProgress(f instanceof Op op ? op.what + " (waiting on its future)" : "waiting on a future");
             // join() does not answer interrupts, and nobody else would complete f: it drives on regardless
-            if (driveUntil(null, f, deadline, flags) == STOPPED && mode == ProgressMode.CALLER) {
-                // another thread closed the worker: released here, or (inside a handler) what is pending fails and
-                // this thread drives on until f has its outcome; nobody else could complete f now
-                stopOnCallerOwner();
+            if (driveUntil(null, f, deadline, flags) == STOPPED) {
+                // another thread closed the worker: released here (caller mode), or (inside a handler) what is
+                // pending fails and this thread drives on until f has its outcome; nobody else could complete f now
+                stopWhileWaiting();
                 if (!terminated) {
                     driveUntil(null, f, deadline, flags & ~STOPS);
                 } else if (!f.isDone()) {
@@ -879,7 +879,14 @@ public final class Engine {
         int flags = (timeoutNanos < 0 ? 0 : TIMED) | INTERRUPTIBLE; // an interrupt: f.get() below answers it
         if (Thread.currentThread() == owner) {
             checkNotInProgress(what);
-            driveUntil(null, f, deadline, flags);
+            if (driveUntil(null, f, deadline, flags | STOPS) == STOPPED) { // as in help
+                stopWhileWaiting();
+                if (!terminated) {
+                    driveUntil(null, f, deadline, flags);
+                } else if (!f.isDone()) {
+                    f.completeExceptionally(closedError(what));
+                }
+            }
         } else if (!f.isDone() && borrow()) { // as for an op (awaitDone)
             try {
                 driveUntil(null, f, deadline, flags | STOPS | BORROWED);
@@ -999,12 +1006,12 @@ public final class Engine {
             checkNotInProgress(op.what);
             // caller-driven: progress ourselves (a polled receive is tested inside progressOnce); a timeout or an
             // interrupt cancels the op, and the wait goes on, deaf to both, until UCX has let go of it
-            // (caller mode: until another thread closes the worker, which this thread then releases)
-            int stops = mode == ProgressMode.CALLER ? STOPS : 0;
+            // (or until another thread closes the worker: see stopWhileWaiting)
+            int stops = STOPS;
             for (int why; (why = driveUntil(op, null, deadline, (op.cancelRequested ? 0 : flags) | stops))
                     != FINISHED; ) {
                 if (why == STOPPED) {
-                    stopOnCallerOwner(); // fails what is pending, this op included, and destroys the worker
+                    stopWhileWaiting(); // fails what is pending, this op included (and destroys the worker)
                     if (terminated) {
                         if (!op.done) {
                             op.finish(0, 0, closedError(op.what));
@@ -1848,6 +1855,21 @@ public final class Engine {
             } else {
                 failEverything(); // inside a handler: pending operations end now, the worker when the call returns
             }
+        }
+    }
+
+    /**
+     * Owner thread, a wait that another thread's close interrupted: in caller mode the worker is released now
+     * ({@link #stopOnCallerOwner}); in any mode a wait nested in a handler (inside this thread's progress) fails
+     * what is pending now, its own operation included, and the worker goes once the call that ran the handler
+     * returns (with a progress thread, its loop then sees the stop). Without this a handler blocked on something
+     * the close would never reach (a worker-level receive) kept the progress thread, and so the worker, forever.
+     */
+    private void stopWhileWaiting() {
+        if (mode == ProgressMode.CALLER) {
+            stopOnCallerOwner();
+        } else if (stopRequested && !terminated && driving > 0 && !inProgress) {
+            failEverything();
         }
     }
 
