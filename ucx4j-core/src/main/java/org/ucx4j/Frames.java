@@ -20,14 +20,20 @@ public final class Frames implements AutoCloseable {
 
     Frames(AmData data, boolean checked) {
         this.data = data;
-        this.checked = checked ? new ReceivedMemory(data) : null;
-        MemorySegment all = checked ? this.checked.payload : data.payload();
-        long[] sizes = AmWire.frameSizes(data.header());
-        List<MemorySegment> list = new ArrayList<>(sizes.length);
+        List<MemorySegment> list;
         long at = 0;
-        for (long size : sizes) {
-            list.add(all.asSlice(at, size));
-            at += size;
+        try {
+            this.checked = checked ? new ReceivedMemory(data) : null;
+            MemorySegment all = checked ? this.checked.payload : data.payload();
+            long[] sizes = AmWire.frameSizes(data.header());
+            list = new ArrayList<>(sizes.length);
+            for (long size : sizes) {
+                list.add(all.asSlice(at, size));
+                at += size;
+            }
+        } catch (RuntimeException | Error e) { // the message is not handed out: freed here, not leaked
+            data.free();
+            throw e;
         }
         this.frames = Collections.unmodifiableList(list);
         this.totalBytes = at;

@@ -12,7 +12,8 @@ import org.ucx4j.internal.ffi.Ucp;
  */
 public interface MemoryAllocator {
     /**
-     * Native memory of at least {@code bytes} bytes (a zero-length request may return a zero-length segment). A
+     * Writable native memory of at least {@code bytes} bytes (a zero-length request may return a zero-length
+     * segment); anything else (a heap or read-only segment) is given back and its message dropped. A
      * larger block (rounded up to a page, say) is fine: the message sees its first {@code bytes} bytes, and
      * {@link #free} gets the whole segment back.
      */

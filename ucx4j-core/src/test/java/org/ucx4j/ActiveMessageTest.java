@@ -22,6 +22,8 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.ucx4j.internal.engine.AmWire;
 import org.ucx4j.internal.engine.TestHooks;
 
@@ -37,6 +39,9 @@ class ActiveMessageTest {
         /** Allocations of exactly this many bytes fail (-1: none). */
         volatile long failSize = -1;
 
+        /** "heap" or "read-only": what a broken allocator hands out instead of writable native memory. */
+        volatile String broken;
+
         @Override
         public MemorySegment allocate(long bytes) {
             if (bytes == failSize) {
@@ -44,13 +49,19 @@ class ActiveMessageTest {
             }
             allocations.incrementAndGet();
             outstanding.incrementAndGet();
-            return MemoryAllocator.malloc().allocate(bytes);
+            if ("heap".equals(broken)) {
+                return MemorySegment.ofArray(new byte[(int) bytes]);
+            }
+            MemorySegment s = MemoryAllocator.malloc().allocate(bytes);
+            return "read-only".equals(broken) ? s.asReadOnly() : s;
         }
 
         @Override
         public void free(MemorySegment segment) {
             outstanding.decrementAndGet();
-            MemoryAllocator.malloc().free(segment);
+            if (segment.isNative()) {
+                MemoryAllocator.malloc().free(segment);
+            }
         }
     }
 
@@ -462,6 +473,50 @@ class ActiveMessageTest {
                     }
                 }
             }
+        });
+    }
+
+    /**
+     * An allocator that hands out memory UCX cannot write (a heap segment, whose address is no pointer, or a
+     * read-only one) gets its segment back, and the message is dropped with a clear error instead of UCX writing
+     * there (a crash) or the copy failing inside UCX's callback (a receive that never ends).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"heap", "read-only"})
+    void anAllocatorHandingOutUnwritableMemoryDropsTheMessageClearly(String broken) throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : new long[] {777, 3 << 20}) { // eager, rendezvous
+                    alloc.broken = broken;
+                    client.amSendAsync(MemorySegment.ofArray(header(size)), Data.pattern(arena, size, 1));
+                    MessageDroppedException e = assertThrows(MessageDroppedException.class, () -> server.amRecv(T));
+                    assertArrayEquals(header(size), e.header());
+                    assertTrue(e.getMessage().contains(broken), e.getMessage());
+                    assertEquals(0, alloc.outstanding.get(), "the bad segment went back to its allocator");
+                    alloc.broken = null;
+                    client.amSend(MemorySegment.ofArray(header(size + 1)), Data.pattern(arena, size + 1, 2), T);
+                    try (AmMessage m = server.amRecv(T)) {
+                        Data.verify(m.payload(), size + 1, 2);
+                    }
+                }
+            }
+        });
+    }
+
+    /** Frame sizes that add up past 2^63 and wrap around to the payload's length are refused, not sliced. */
+    @Test
+    void frameSizesThatOverflowAreRefused() throws Exception {
+        pair(UcxOptions.defaults().withMaxMessageBytes(Long.MAX_VALUE), (client, server, alloc) -> {
+            MemorySegment h = MemorySegment.ofArray(new byte[4 + 3 * AmWire.FRAME_ENTRY]);
+            h.set(ValueLayout.JAVA_INT_UNALIGNED, 0, 3);
+            h.set(ValueLayout.JAVA_LONG_UNALIGNED, 4, Long.MAX_VALUE);
+            h.set(ValueLayout.JAVA_LONG_UNALIGNED, 4 + AmWire.FRAME_ENTRY, Long.MAX_VALUE);
+            h.set(ValueLayout.JAVA_LONG_UNALIGNED, 4 + 2 * AmWire.FRAME_ENTRY, 18); // 2^64 - 2 + 18 = 16
+            client.sendForged(AmWire.FRAMES, h, MemorySegment.ofArray(new byte[16])).get(10, TimeUnit.SECONDS);
+            ExecutionException e = assertThrows(ExecutionException.class,
+                    () -> server.recvFramesAsync().get(10, TimeUnit.SECONDS));
+            assertInstanceOf(MessageRefusedException.class, e.getCause(), String.valueOf(e.getCause()));
+            assertEquals(0, alloc.outstanding.get());
         });
     }
 

@@ -210,9 +210,14 @@ final class AmReceiver {
         MemorySegment payload;
         try {
             payload = allocator.allocate(length);
-            if (payload.byteSize() < length) {
-                throw new IllegalStateException("allocator " + allocator + " returned " + payload.byteSize()
-                        + " bytes for " + length);
+            String bad = payload == null ? "null" : payload.byteSize() < length ? payload.byteSize() + " bytes"
+                    : !payload.isNative() ? "a heap segment" : payload.isReadOnly() ? "a read-only segment" : null;
+            if (bad != null) { // UCX writes to the address: only writable native memory will do
+                if (payload != null) {
+                    giveBackQuietly(payload);
+                }
+                throw new IllegalStateException("allocator " + allocator + " returned " + bad + " for " + length
+                        + " bytes (it must return writable native memory of at least that size)");
             }
         } catch (Throwable t) {
             LOG.warn("ucx4j: could not allocate {} bytes for a message from {}: {}", length, ep, t.toString());
@@ -227,6 +232,15 @@ final class AmReceiver {
             return null;
         }
         return new AmData(kind, userHeader, payload, length, allocator, ep);
+    }
+
+    /** Returns a segment the allocator got wrong to it, as far as it takes it back. */
+    private void giveBackQuietly(MemorySegment payload) {
+        try {
+            allocator.free(payload);
+        } catch (Throwable t) {
+            LOG.debug("ucx4j: allocator {} refused back its own segment: {}", allocator, t.toString());
+        }
     }
 
     /**

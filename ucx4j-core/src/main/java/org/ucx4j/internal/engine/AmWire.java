@@ -45,7 +45,12 @@ public final class AmWire {
                 long total = 0;
                 for (int i = 0; i < count; i++) {
                     long size = userHeader.get(JAVA_LONG_UNALIGNED, 4L + (long) i * FRAME_ENTRY);
-                    if (size < 0 || size > maxBytes || (total += size) > maxBytes) {
+                    if (size < 0 || size > maxBytes - total) { // total <= maxBytes: no overflow
+                        total = -1;
+                    } else {
+                        total += size;
+                    }
+                    if (total < 0) {
                         return "frame header claims " + Long.toUnsignedString(size) + " bytes for frame " + i
                                 + ", cap is " + maxBytes + " bytes in all";
                     }
