@@ -37,6 +37,11 @@ public final class Endpoint implements AutoCloseable {
     private final EndpointCore core;
     private final Engine engine;
 
+    /** The engine's record of this endpoint (tests, through {@code TestHooks}). */
+    EndpointCore core() {
+        return core;
+    }
+
     Endpoint(Ucx ucx, EndpointCore core) {
         this.ucx = ucx;
         this.core = core;
@@ -832,6 +837,8 @@ public final class Endpoint implements AutoCloseable {
     /**
      * Graceful close: pending receives fail with {@link EndpointClosedException}, sends in flight get up to the
      * close timeout to finish, then the endpoint is released. Idempotent; never waits longer than its bound.
+     * Messages that arrived and were not read are freed, also on an endpoint its peer already closed (whose
+     * messages stay readable until this close, or until the {@code Ucx} closes).
      */
     @Override
     public void close() {
@@ -841,6 +848,7 @@ public final class Endpoint implements AutoCloseable {
     public void close(Duration timeout) {
         long t = Buffers.nanos(timeout);
         if (isClosed() || engine.isTerminated()) {
+            engine.discardUnread(core); // ended by its peer: what arrived before and was not read is freed now
             return;
         }
         Op flush = engine.closeEndpoint(core);
@@ -853,15 +861,16 @@ public final class Endpoint implements AutoCloseable {
         }
         engine.abortEndpoint(core);
         engine.awaitClosed(core, Math.max(t, 1_000_000_000L));
+        engine.discardUnread(core);
         ucx.forget(this);
     }
 
     /** Closes at once without flushing; pending operations fail with {@link EndpointClosedException}. */
     public void abort() {
-        if (isClosed() || engine.isTerminated()) {
-            return;
+        if (!isClosed() && !engine.isTerminated()) {
+            engine.abortEndpoint(core);
         }
-        engine.abortEndpoint(core);
+        engine.discardUnread(core); // messages not read are freed, also those of an endpoint its peer ended
         ucx.forget(this);
     }
 

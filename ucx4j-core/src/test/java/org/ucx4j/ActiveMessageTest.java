@@ -503,6 +503,88 @@ class ActiveMessageTest {
         });
     }
 
+    /**
+     * Messages that arrived before the peer closed stay readable after the endpoint is ended by it, and what is
+     * not read is freed when the application closes the endpoint, or else when the {@code Ucx} closes (before,
+     * such messages were never freed).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"endpoint-close", "endpoint-abort", "ucx-close"})
+    void messagesUnreadWhenThePeerClosedAreFreed(String how) throws Exception {
+        CountingAllocator alloc = new CountingAllocator();
+        try (Ucx a = Ucx.open(); Arena arena = Arena.ofShared()) {
+            Ucx b = Ucx.open(UcxOptions.defaults().withAllocator(MemoryType.HOST, alloc));
+            try {
+                CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+                try (Listener l = b.listen(0, accepted::complete)) {
+                    Endpoint client = a.connect("127.0.0.1", l.port());
+                    Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                    long[] sizes = {100, 3 << 20, 200, 300}; // eager, rendezvous, eager...
+                    for (int i = 0; i < sizes.length; i++) {
+                        client.amSend(MemorySegment.ofArray(header(i)), Data.pattern(arena, sizes[i], i), T);
+                    }
+                    client.close();
+                    Data.eventually(server::isClosed);
+                    try (AmMessage m = server.amRecv(T)) { // still readable after the peer went
+                        assertArrayEquals(header(0), m.headerBytes());
+                        Data.verify(m.payload(), sizes[0], 0);
+                    }
+                    assertEquals(sizes.length - 1, alloc.outstanding.get(), "the unread ones are still held");
+                    switch (how) {
+                        case "endpoint-close" -> server.close();
+                        case "endpoint-abort" -> server.abort();
+                        default -> b.close();
+                    }
+                    Data.eventually(() -> alloc.outstanding.get() == 0);
+                    if (!how.equals("ucx-close")) {
+                        assertThrows(UcxException.class, () -> server.amRecv(Duration.ofSeconds(5)),
+                                "a closed endpoint's messages are gone");
+                    }
+                }
+            } finally {
+                b.close();
+            }
+            assertEquals(0, alloc.outstanding.get());
+        }
+    }
+
+    /**
+     * Receives given up on (canceled, timed out) leave the inbox when the next one comes, instead of piling up for
+     * every message to walk past; the message then goes to the live receive.
+     */
+    @Test
+    void receivesGivenUpOnDoNotPileUpInTheInbox() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            for (int i = 0; i < 1000; i++) {
+                assertTrue(server.amRecvAsync().cancel(false));
+            }
+            assertThrows(UcxTimeoutException.class, () -> server.amRecv(Duration.ofMillis(20)));
+            CompletableFuture<AmMessage> live = server.amRecvAsync();
+            Data.eventually(() -> TestHooks.amReceivesWaiting(server.core()) == 1);
+            client.amSend(header(5), new byte[] {1, 2, 3, 4, 5});
+            try (AmMessage m = live.get(10, TimeUnit.SECONDS)) {
+                assertArrayEquals(header(5), m.headerBytes());
+                assertArrayEquals(new byte[] {1, 2, 3, 4, 5}, m.payload().toArray(ValueLayout.JAVA_BYTE));
+            }
+        });
+    }
+
+    /** A raw endpoint's messages are received worker-wide: asking the endpoint is refused, not a wait forever. */
+    @Test
+    void aRawEndpointRefusesEndpointLevelActiveMessageReceives() throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open()) {
+            Endpoint raw = a.connect(b.workerAddress());
+            assertThrows(IllegalStateException.class, () -> raw.amRecv(Duration.ofSeconds(1)));
+            assertThrows(IllegalStateException.class, raw::amRecvAsync);
+            assertThrows(IllegalStateException.class, () -> raw.recvFrames(Duration.ofSeconds(1)));
+            assertThrows(IllegalStateException.class, () -> raw.recvObject(Duration.ofSeconds(1)));
+            raw.amSend(new byte[] {7}, new byte[] {8, 9});
+            try (AmMessage m = b.amRecv(T)) { // the worker-level receive still gets it
+                assertArrayEquals(new byte[] {7}, m.headerBytes());
+            }
+        }
+    }
+
     /** Frame sizes that add up past 2^63 and wrap around to the payload's length are refused, not sliced. */
     @Test
     void frameSizesThatOverflowAreRefused() throws Exception {

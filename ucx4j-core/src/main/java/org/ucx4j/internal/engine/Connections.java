@@ -361,6 +361,38 @@ final class Connections {
         }
     }
 
+    /**
+     * Endpoints a peer's close or failure ended, already released, whose messages nobody has read yet (owner
+     * thread): the messages stay readable, as data a socket received before its peer hung up does, until the
+     * application closes the endpoint ({@link #discardUnread}) or the worker closes ({@link #clearLostUnread}).
+     */
+    private final Set<EndpointCore> lostUnread = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+
+    /** The application closed an endpoint: what it did not read is freed, now or when the endpoint is released. */
+    void discardUnread(EndpointCore c) {
+        c.unreadDiscarded = true;
+        if (lostUnread.remove(c) || c.state == EndpointCore.CLOSED) {
+            clearInboxes(c);
+        }
+    }
+
+    /** The worker closes: frees what endpoints ended by their peers still held unread. */
+    void clearLostUnread(UcxException closed) {
+        for (EndpointCore c : lostUnread) {
+            for (Inbox in : c.inboxes) {
+                in.failWaiters(closed);
+            }
+            clearInboxes(c);
+        }
+        lostUnread.clear();
+    }
+
+    private static void clearInboxes(EndpointCore c) {
+        for (Inbox in : c.inboxes) {
+            in.clear();
+        }
+    }
+
     /** Marks the endpoint closed, forgets it, closes its socket and runs its close callbacks (owner thread). */
     private void releaseNow(EndpointCore c) {
         if (c.state == EndpointCore.CLOSED) {
@@ -372,10 +404,10 @@ final class Connections {
             parked.removeIf(p -> p.endpoint() == c);
         }
         forget(c);
-        if (c.closedLocally) {
-            for (Inbox in : c.inboxes) {
-                in.clear();
-            }
+        if (c.closedLocally || c.unreadDiscarded) {
+            clearInboxes(c);
+        } else if (!c.inboxesEmpty()) {
+            lostUnread.add(c); // readable until the application closes the endpoint, or the Ucx closes
         }
         if (c.slot >= 0 && eps[c.slot] == c) {
             eps[c.slot] = null;

@@ -28,6 +28,18 @@ public final class EndpointCore {
     final PeerStats stats = new PeerStats();
     /** Receiver-allocated messages by kind (plain active messages, frames, objects); owner thread. */
     final Inbox[] inboxes = {new Inbox(), new Inbox(), new Inbox()};
+    /** The application closed this endpoint: messages nobody read are freed (owner thread). */
+    boolean unreadDiscarded;
+
+    /** True when no message waits in any inbox (owner thread). */
+    boolean inboxesEmpty() {
+        for (Inbox in : inboxes) {
+            if (!in.isEmpty()) {
+                return false;
+            }
+        }
+        return true;
+    }
     /** Messages received so far (tag, stream, active message; not gets); owner thread. */
     long receivesCompleted;
     /** Close gracefully once this many receives have completed in total (-1: never); see closeAfterReceives. */

@@ -732,6 +732,7 @@ public final class Engine {
      * Completes with the message, or fails when the endpoint is gone and nothing is left to read.
      */
     public EngineFuture<AmData> amTake(EndpointCore ep, byte kind) {
+        checkNotRaw(ep);
         EngineFuture<AmData> f = new EngineFuture<>(this);
         if (Thread.currentThread() == owner) {
             takeNow(f, ep, kind);
@@ -742,6 +743,7 @@ public final class Engine {
         op.what = kind == AmWire.PLAIN ? "active message receive" : kind == AmWire.FRAMES ? "frames receive"
                 : "object receive";
         op.task = () -> takeNow(f, ep, kind);
+        op.keepAlive = f; // failed with the op if the worker closes before the task runs (Requests.failNow)
         submit(op);
         if (op.done && op.error != null) { // the worker is closed
             f.completeExceptionally(op.error);
@@ -749,11 +751,20 @@ public final class Engine {
         return f;
     }
 
+    /** Raw peers' messages carry no connection id: they are received worker-wide, never by an endpoint. */
+    private static void checkNotRaw(EndpointCore ep) {
+        if (ep != null && ep.raw) {
+            throw new IllegalStateException("a raw endpoint's peer sends plain UCX active messages, which carry no "
+                    + "ucx4j connection to tell its endpoint by: receive them with Ucx.amRecv()");
+        }
+    }
+
     /**
      * A blocking receive of the next message of {@code kind}. The owner thread (caller mode) takes it straight
      * from the inbox while it progresses the worker, with no future; any other thread waits on one.
      */
     public AmData amTakeBlocking(EndpointCore ep, byte kind, long timeoutNanos, String what) {
+        checkNotRaw(ep);
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         if (Thread.currentThread() != owner) {
             // another thread borrows the worker and takes the message the same way while it arrives soon; after
@@ -953,6 +964,16 @@ public final class Engine {
     }
 
     /** Runs a task on the owner thread. */
+    /**
+     * The application closed or aborted {@code ep} (perhaps after its peer had already ended it): the messages it
+     * did not read are freed on the owner thread. Nothing once the worker is gone (its close freed them).
+     */
+    public void discardUnread(EndpointCore ep) {
+        if (!terminated && !stopRequested) {
+            execute(() -> connections.discardUnread(ep));
+        }
+    }
+
     public void execute(Runnable task) {
         Op op = new Op(this);
         op.kind = Op.TASK;
@@ -1976,6 +1997,7 @@ public final class Engine {
                     in.clear();
                 }
             }
+            connections.clearLostUnread(closed);
         } catch (Throwable t) {
             LOG.error("ucx4j: error while closing worker {}", name, t);
         } finally {

@@ -45,6 +45,9 @@ final class Inbox {
         } else if (unusable != null) {
             f.completeExceptionally(unusable);
         } else {
+            if (!waiters.isEmpty()) {
+                waiters.removeIf(SafeFuture::isDone); // receives that timed out or were canceled meanwhile
+            }
             waiters.add(f);
         }
     }
@@ -56,12 +59,22 @@ final class Inbox {
         return f.completeExceptionally((UcxException) entry);
     }
 
+    /** Receives waiting here now (tests). */
+    int waiting() {
+        return waiters.size();
+    }
+
     /** Fails every waiting receive (the endpoint is gone); what already arrived stays readable. */
     void failWaiters(RuntimeException e) {
         SafeFuture<AmData> w;
         while ((w = waiters.poll()) != null) {
             w.completeExceptionally(e);
         }
+    }
+
+    /** True when nothing waits here to be read (owner thread). */
+    boolean isEmpty() {
+        return ready.isEmpty() && inOrder.isEmpty();
     }
 
     /** Frees what nobody took (the endpoint or the worker closed). */

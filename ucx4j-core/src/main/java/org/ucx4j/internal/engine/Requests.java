@@ -275,8 +275,12 @@ final class Requests {
     }
 
     void failNow(Op op, UcxException e) {
+        Object waiting = op.kind == Op.TASK ? op.keepAlive : null; // a future the task was to complete (amTake)
         freeOwned(op);
         op.finish(0, 0, e);
+        if (waiting instanceof java.util.concurrent.CompletableFuture<?> f) {
+            f.completeExceptionally(e); // the task will not run: its future fails with it
+        }
     }
 
     void linkPending(Op op) {

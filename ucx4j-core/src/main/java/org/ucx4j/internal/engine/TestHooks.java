@@ -86,4 +86,9 @@ public final class TestHooks {
     static boolean dropEndpointNumber(boolean arbiter) {
         return dropNumbers.get() > 0 && dropAtArbiter == arbiter && dropNumbers.getAndDecrement() > 0;
     }
+
+    /** Active-message receives waiting in {@code ep}'s inbox (read off the owner thread: for a settled state). */
+    public static int amReceivesWaiting(EndpointCore ep) {
+        return ep.inboxes[AmWire.PLAIN].waiting();
+    }
 }
