@@ -68,7 +68,11 @@ public final class MemoryRegion implements AutoCloseable {
         return closed.get();
     }
 
-    /** Unregisters the memory (and frees it if ucx4j allocated it). Idempotent. */
+    /**
+     * Unregisters the memory (and frees it if ucx4j allocated it). Idempotent. Memory ucx4j allocated that an
+     * operation is using right now (an I/O call reading into {@link #segment()}, say) is not freed under it: the
+     * close throws {@link IllegalStateException} and the region stays open, to be closed once that ends.
+     */
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {
@@ -77,8 +81,12 @@ public final class MemoryRegion implements AutoCloseable {
         if (owned != null) {
             try {
                 owned.close(); // the segment goes before UCX frees the memory
-            } catch (IllegalStateException alreadyClosed) {
-                // the worker's close got there first
+            } catch (IllegalStateException e) {
+                if (owned.scope().isAlive()) { // held by a native or I/O call, not closed by the worker's close
+                    closed.set(false);
+                    throw new IllegalStateException("memory region is in use by an operation on its segment ("
+                            + e.getMessage() + "); close it when that has ended", e);
+                }
             }
         }
         try {

@@ -29,6 +29,39 @@ class RmaTest {
         }
     }
 
+    /**
+     * Memory UCX allocated is not freed while an I/O call writes into its segment: the region's close refuses and
+     * the region stays usable; once the call has ended, the close goes through and the segment is gone.
+     */
+    @Test
+    void aRegionInUseByAnIoCallIsNotFreedUnderIt() throws Exception {
+        try (Ucx ucx = Ucx.open()) {
+            MemoryRegion region = ucx.allocateMemory(4096);
+            java.nio.channels.Pipe pipe = java.nio.channels.Pipe.open();
+            try (var source = pipe.source(); var sink = pipe.sink()) {
+                CompletableFuture<Integer> read = new CompletableFuture<>();
+                Thread reader = Thread.ofPlatform().start(() -> {
+                    try {
+                        read.complete(source.read(region.segment().asSlice(0, 3).asByteBuffer())); // blocks
+                    } catch (Throwable e) {
+                        read.completeExceptionally(e);
+                    }
+                });
+                Data.eventually(() -> java.util.Arrays.stream(reader.getStackTrace())
+                        .anyMatch(f -> f.getMethodName().startsWith("read0"))); // inside the native read now
+                IllegalStateException refused = assertThrows(IllegalStateException.class, region::close);
+                assertTrue(refused.getMessage().contains("in use"), refused.getMessage());
+                assertTrue(!region.isClosed() && region.segment().scope().isAlive());
+                sink.write(java.nio.ByteBuffer.wrap(new byte[] {4, 5, 6}));
+                assertEquals(3, read.get(10, TimeUnit.SECONDS));
+                assertArrayEquals(new byte[] {4, 5, 6}, region.segment().asSlice(0, 3).toArray(ValueLayout.JAVA_BYTE));
+                region.close();
+                assertTrue(region.isClosed());
+                assertTrue(!region.segment().scope().isAlive());
+            }
+        }
+    }
+
     @Test
     void putAndGetWithOffsetsInProcess() throws Exception {
         FailureTest.pair((a, b, client, server) -> {

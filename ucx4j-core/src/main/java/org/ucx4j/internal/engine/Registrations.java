@@ -21,6 +21,7 @@ import org.ucx4j.internal.ffi.Ucp;
  * releases what the application did not. Owner thread only (the engine's {@code onOwner} calls in).
  */
 final class Registrations {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Registrations.class);
     private final long context;
     private final Set<Long> rkeys = new HashSet<>();
     private final Set<Long> memhs = new HashSet<>();
@@ -94,8 +95,11 @@ final class Registrations {
         if (arena != null) {
             try {
                 arena.close(); // the segment goes before the memory does
-            } catch (IllegalStateException alreadyClosed) {
-                // closed by the region itself
+            } catch (IllegalStateException e) {
+                if (arena.scope().isAlive()) { // an I/O or native call is using the segment: never freed under it
+                    LOG.warn("ucx4j: memory UCX allocated stays mapped: its segment is in use ({})", e.getMessage());
+                    return;
+                }
             }
         }
         Engine.check(Ucp.memUnmap(context, memh), "ucp_mem_unmap");
