@@ -113,19 +113,25 @@ final class BlockServer implements ConnectionHandler {
     private void serve(Endpoint ep, long requestId, String[] ids) {
         Arena arena = Arena.ofShared();
         CompletableFuture<?>[] sends = new CompletableFuture<?>[ids.length];
-        for (int i = 0; i < ids.length; i++) {
-            MemorySegment data;
-            try {
-                data = block(ids[i], arena);
-            } catch (Exception e) {
-                sends[i] = refuse(ep, requestId, i, ids[i], e);
-                continue;
+        try {
+            for (int i = 0; i < ids.length; i++) {
+                MemorySegment data;
+                try {
+                    data = block(ids[i], arena);
+                } catch (Exception e) {
+                    sends[i] = refuse(ep, requestId, i, ids[i], e);
+                    continue;
+                }
+                sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, i)), data);
             }
-            sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, i)), data);
+        } finally { // also when a send is refused at once (the instance closed): the mappings go once the sends
+            // made so far have ended
+            CompletableFuture<?>[] made = java.util.Arrays.stream(sends).filter(java.util.Objects::nonNull)
+                    .toArray(CompletableFuture<?>[]::new);
+            // closing a shared arena is a handshake with every thread of the JVM: never on ucx4j's progress thread,
+            // which completes the last send
+            CompletableFuture.allOf(made).whenCompleteAsync((v, t) -> arena.close(), UNMAP);
         }
-        // closing a shared arena is a handshake with every thread of the JVM: never on ucx4j's progress thread,
-        // which completes the last send
-        CompletableFuture.allOf(sends).whenCompleteAsync((v, t) -> arena.close(), UNMAP);
     }
 
     /** Streams each block of a to-disk request in parts, with a bounded number in flight. */

@@ -83,32 +83,46 @@ final class PeerConnection {
     }
 
     private void closeIfRetiredAndIdle() {
-        if (retiring && !closing && pending.isEmpty()) {
+        synchronized (this) { // against fetch(): a request is either taken before the close starts, or refused
+            if (!retiring || closing || !pending.isEmpty()) {
+                return;
+            }
             closing = true;
-            ep.closeAsync();
         }
+        ep.closeAsync();
     }
 
     /**
      * Asks for {@code blockIds}; the listener hears about each block exactly once. With {@code toDisk} the blocks
-     * are streamed into Spark's download files. Never blocks.
+     * are streamed into Spark's download files. Never blocks. False, with nothing sent and nobody told, when this
+     * connection has been retired since it was looked up: the caller asks on a new one.
      */
-    void fetch(long requestId, String[] blockIds, BlockFetchingListener listener, DownloadFileManager toDisk) {
+    boolean fetch(long requestId, String[] blockIds, BlockFetchingListener listener, DownloadFileManager toDisk) {
         Pending p = new Pending(blockIds, listener, toDisk);
-        pending.put(requestId, p);
+        synchronized (this) {
+            if (retiring || closing) {
+                return false;
+            }
+            pending.put(requestId, p);
+        }
         Throwable failed = failure;
         if (failed != null) {
             fail(requestId, failed);
-            return;
+            return true;
         }
         byte[] names = String.join("\n", blockIds).getBytes(StandardCharsets.UTF_8);
         byte kind = toDisk == null ? Wire.FETCH : Wire.FETCH_TO_DISK;
-        ep.amSendAsync(MemorySegment.ofArray(Wire.header(kind, requestId, blockIds.length)),
-                MemorySegment.ofArray(names)).whenComplete((v, t) -> {
-                    if (t != null) {
-                        fail(requestId, t);
-                    }
-                });
+        try {
+            ep.amSendAsync(MemorySegment.ofArray(Wire.header(kind, requestId, blockIds.length)),
+                    MemorySegment.ofArray(names)).whenComplete((v, t) -> {
+                        if (t != null) {
+                            fail(requestId, t);
+                        }
+                    });
+        } catch (RuntimeException e) { // refused at once (the UCX instance closed meanwhile): the blocks fail
+            fail(requestId, e);
+        }
+        return true;
     }
 
     private void receiveLoop() {

@@ -20,8 +20,18 @@ final class UcxDriverEndpoint implements ThreadSafeRpcEndpoint {
 
     static final String NAME = "ucx4j-shuffle";
 
-    /** An executor's block server. */
+    /** An executor's block server; port {@link #NETTY}: it has none, its blocks go through Spark's own client. */
     record Address(String executorId, String host, int port) implements Serializable {
+        static final int NETTY = -1;
+
+        /** An executor without UCX (fallen back alone): its blocks are fetched with Spark's block transfer service. */
+        static Address servedByNetty(String executorId, String host) {
+            return new Address(executorId, host, NETTY);
+        }
+
+        boolean isServedByNetty() {
+            return port == NETTY;
+        }
     }
 
     /** Executor to driver: my block server listens here. Reply: {@code Boolean.TRUE}. */

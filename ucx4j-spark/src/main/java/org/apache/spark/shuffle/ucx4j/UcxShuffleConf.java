@@ -1,6 +1,7 @@
 package org.apache.spark.shuffle.ucx4j;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
@@ -110,16 +111,37 @@ final class UcxShuffleConf {
 
     /** Why ucx4j must not carry this application's shuffle, or null when it can. */
     String refusal() {
-        if (conf.getBoolean("spark.network.crypto.enabled", false)) {
-            return "spark.network.crypto.enabled is on, but UCX does not encrypt: ucx4j will not carry shuffle data"
-                    + " in the clear";
+        String r = settingsRefusal();
+        return r != null ? r : ucxRefusal(Ucx.isAvailable());
+    }
+
+    /** Why this JVM cannot carry shuffle data over ucx4j, or null: UCX is missing here (differs from host to host). */
+    static String ucxRefusal(boolean ucxAvailable) {
+        return ucxAvailable ? null : "UCX is not available: " + Ucx.unavailabilityCause();
+    }
+
+    /**
+     * True when this JVM runs tasks itself (a {@code local} master): only then does the driver need UCX. A
+     * cluster's driver moves no shuffle data, so its own lack of UCX (a client on an edge node) must not decide for
+     * executors that have it.
+     */
+    boolean driverRunsTasks() {
+        String master = conf.get("spark.master", "");
+        return master.startsWith("local") && !master.startsWith("local-cluster");
+    }
+
+    /** Why the application's settings keep ucx4j from carrying its shuffle (the same in every JVM), or null. */
+    String settingsRefusal() {
+        // every way Spark encrypts block transfers: AES-based RPC encryption, TLS for RPC (Spark 4), SASL encryption
+        for (String key : List.of("spark.network.crypto.enabled", "spark.ssl.rpc.enabled",
+                "spark.authenticate.enableSaslEncryption")) {
+            if (conf.getBoolean(key, false)) {
+                return key + " is on, but UCX does not encrypt: ucx4j will not carry shuffle data in the clear";
+            }
         }
         if (conf.getBoolean("spark.shuffle.service.enabled", false)) {
             return "spark.shuffle.service.enabled is on: blocks of removed executors would be served by the external "
                     + "shuffle service, which ucx4j cannot reach (ucx4j serves blocks from live executors)";
-        }
-        if (!Ucx.isAvailable()) {
-            return "UCX is not available: " + Ucx.unavailabilityCause();
         }
         return null;
     }

@@ -40,9 +40,20 @@ public final class UcxShuffleManager extends SortShuffleManager {
     private volatile boolean stopped;
 
     public UcxShuffleManager(SparkConf sparkConf, boolean isDriver) {
+        this(sparkConf, isDriver, org.ucx4j.Ucx.isAvailable());
+    }
+
+    /**
+     * {@code ucxAvailable}: whether this JVM has UCX. The settings' reasons to refuse (network encryption, the
+     * external shuffle service) hold in every JVM alike; a missing UCX is this host's own, so it decides only for
+     * a JVM that moves shuffle data (an executor, or a driver that runs tasks). An executor that falls back for it
+     * registers as served by Spark's own transfer service, and reducers that use ucx4j fetch its blocks that way.
+     */
+    UcxShuffleManager(SparkConf sparkConf, boolean isDriver, boolean ucxAvailable) {
         super(sparkConf);
         this.conf = new UcxShuffleConf(sparkConf);
-        String refusal = conf.refusal();
+        String settings = conf.settingsRefusal();
+        String refusal = refusal(conf, isDriver, ucxAvailable);
         if (refusal != null && !conf.fallback()) {
             throw new IllegalStateException("ucx4j shuffle: " + refusal + ". Set " + UcxShuffleConf.FALLBACK
                     + "=true to use Spark's built-in shuffle instead.");
@@ -51,12 +62,24 @@ public final class UcxShuffleManager extends SortShuffleManager {
             LOG.warn("ucx4j shuffle: {}; using Spark's built-in shuffle ({}=true)", refusal, UcxShuffleConf.FALLBACK);
         }
         this.enabled = refusal == null;
-        if (enabled && isDriver) {
+        this.servedByNetty = settings == null && refusal != null; // this JVM alone lacks UCX
+        if (settings == null && isDriver) {
             SparkEnv env = SparkEnv.get();
             env.rpcEnv().setupEndpoint(UcxDriverEndpoint.NAME, new UcxDriverEndpoint(env.rpcEnv()));
         }
         current = this;
     }
+
+    /** Why this JVM must not use ucx4j for the shuffle, or null (see the constructor). */
+    static String refusal(UcxShuffleConf conf, boolean isDriver, boolean ucxAvailable) {
+        String settings = conf.settingsRefusal();
+        boolean movesData = !isDriver || conf.driverRunsTasks();
+        return settings != null ? settings : movesData ? UcxShuffleConf.ucxRefusal(ucxAvailable) : null;
+    }
+
+    /** This executor fell back alone (no UCX here) while others use ucx4j: reducers are told to use Netty for it. */
+    private final boolean servedByNetty;
+    private volatile boolean nettyRegistered;
 
     /** Whether ucx4j carries this application's shuffle (false after a fallback). */
     public boolean isEnabled() {
@@ -68,6 +91,8 @@ public final class UcxShuffleManager extends SortShuffleManager {
             ShuffleWriteMetricsReporter metrics) {
         if (enabled) {
             transport(); // this executor's blocks must be servable before any reducer learns where they are
+        } else if (servedByNetty && !nettyRegistered) {
+            registerServedByNetty();
         }
         return super.getWriter(handle, mapId, context, metrics);
     }
@@ -84,6 +109,21 @@ public final class UcxShuffleManager extends SortShuffleManager {
                 endMapIndex, startPartition, endPartition);
         boolean batch = SortShuffleManager$.MODULE$.canUseBatchFetch(startPartition, endPartition, context);
         return new UcxShuffleReader<>(h, blocks, context, metrics, transport().client(), batch);
+    }
+
+    /** Tells the driver that this executor's blocks are fetched with Spark's own client (see servedByNetty). */
+    private void registerServedByNetty() {
+        synchronized (startLock) {
+            if (nettyRegistered) {
+                return;
+            }
+            SparkEnv env = SparkEnv.get();
+            UcxDriverEndpoint.Address me = UcxDriverEndpoint.Address.servedByNetty(env.executorId(),
+                    env.blockManager().blockManagerId().host());
+            org.apache.spark.util.RpcUtils.makeDriverRef(UcxDriverEndpoint.NAME, env.conf(), env.rpcEnv())
+                    .askSync(new UcxDriverEndpoint.Register(me), scala.reflect.ClassTag$.MODULE$.apply(Boolean.class));
+            nettyRegistered = true;
+        }
     }
 
     private UcxShuffleTransport transport() {

@@ -199,6 +199,30 @@ final class UcxShuffleTransport implements AutoCloseable {
         return client;
     }
 
+    /**
+     * Whether the executor serves its blocks through Spark's own transfer service (it fell back alone: no UCX
+     * there). Asks the driver on first use; {@code lookUp} false answers from what is known here, without blocking.
+     */
+    boolean servedByNetty(String peerExecutorId, boolean lookUp) {
+        UcxDriverEndpoint.Address a = lookUp ? address(peerExecutorId) : addresses.get(peerExecutorId);
+        return a != null && a.isServedByNetty();
+    }
+
+    /** How often a failed connection setup is tried again: Spark's {@code spark.shuffle.io.maxRetries}. */
+    int connectRetries() {
+        return Math.max(0, transportConf.maxIORetries());
+    }
+
+    /** The pause between those tries: {@code spark.shuffle.io.retryWait}. */
+    long connectRetryWaitMillis() {
+        return Math.max(0, transportConf.ioRetryWaitTimeMs());
+    }
+
+    /** True once the transport closed (the executor stops): nothing is retried then. */
+    synchronized boolean isStopped() {
+        return closed;
+    }
+
     long nextRequestId() {
         return requestIds.incrementAndGet();
     }

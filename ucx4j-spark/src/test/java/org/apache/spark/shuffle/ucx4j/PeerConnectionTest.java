@@ -121,6 +121,65 @@ class PeerConnectionTest {
         }
     }
 
+    /**
+     * A connection retired between its lookup and a request refuses the request, sending nothing and telling nobody
+     * (the client then asks on a new connection), instead of sending it on a connection that is closing; and one
+     * whose instance closed fails the request's blocks instead of throwing at the caller.
+     */
+    @Test
+    void aRetiredConnectionRefusesNewRequestsAndAClosedOneFailsThem() throws Exception {
+        try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = server.listen(0, accepted::complete)) {
+                Endpoint ep = reducer.connect("127.0.0.1", l.port());
+                Endpoint serverSide = accepted.get(10, TimeUnit.SECONDS);
+                PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
+                        Duration.ofSeconds(30), null, x -> {});
+                Map<String, Throwable> failures = new ConcurrentHashMap<>();
+                BlockFetchingListener listener = new BlockFetchingListener() {
+                    @Override
+                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
+                        failures.put(blockId, new AssertionError("no block was sent"));
+                    }
+
+                    @Override
+                    public void onBlockFetchFailure(String blockId, Throwable e) {
+                        failures.put(blockId, e);
+                    }
+                };
+                c.retire();
+                assertTrue(!c.fetch(9, new String[] {"x"}, listener, null), "a retired connection takes no request");
+                assertTrue(failures.isEmpty(), "nobody is told: the request goes elsewhere");
+                // nothing was sent: no message comes before the retired connection's close reaches the server
+                org.junit.jupiter.api.Assertions.assertThrows(org.ucx4j.UcxException.class,
+                        () -> serverSide.amRecv(Duration.ofMillis(300)), "nothing was sent");
+            }
+            // a fresh connection whose UCX instance closes under it: the blocks fail, the caller sees no exception
+            CompletableFuture<Endpoint> accepted2 = new CompletableFuture<>();
+            try (Listener l = server.listen(0, accepted2::complete)) {
+                Ucx gone = Ucx.open();
+                Endpoint ep = gone.connect("127.0.0.1", l.port());
+                PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("2", "127.0.0.1", l.port()), ep,
+                        Duration.ofSeconds(30), null, x -> {});
+                gone.close();
+                CompletableFuture<Throwable> failed = new CompletableFuture<>();
+                boolean taken = c.fetch(10, new String[] {"y"}, new BlockFetchingListener() {
+                    @Override
+                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
+                        failed.complete(null);
+                    }
+
+                    @Override
+                    public void onBlockFetchFailure(String blockId, Throwable e) {
+                        failed.complete(e);
+                    }
+                }, null);
+                assertTrue(taken);
+                assertTrue(failed.get(20, TimeUnit.SECONDS) instanceof java.io.IOException, "an IOException");
+            }
+        }
+    }
+
     private static java.nio.ByteBuffer bufferOf(byte[] b) {
         return java.nio.ByteBuffer.wrap(b);
     }

@@ -37,6 +37,41 @@ class UcxShuffleRefusalTest {
         assertTrue(e.getMessage().contains("spark.ucx4j.fallback=true"), e.getMessage());
     }
 
+    /** TLS for RPC and SASL encryption ask for encrypted block transfers too: refused the same way. */
+    @Test
+    void everyOtherKindOfNetworkEncryptionIsRefusedToo() {
+        for (String key : List.of("spark.ssl.rpc.enabled", "spark.authenticate.enableSaslEncryption")) {
+            SparkConf conf = new SparkConf().setMaster("local[2]").setAppName("refusal")
+                    .set("spark.shuffle.manager", Clusters.UCX).set(key, "true");
+            IllegalStateException e = assertThrows(IllegalStateException.class,
+                    () -> new UcxShuffleManager(conf, true));
+            assertTrue(e.getMessage().contains(key) && e.getMessage().contains("UCX does not encrypt"),
+                    e.getMessage());
+        }
+    }
+
+    /**
+     * A missing UCX is the host's own: it decides for a JVM that moves shuffle data (an executor, a driver running
+     * tasks itself), never for a cluster's driver (a client on an edge node), whose executors may have UCX; the
+     * settings' reasons hold everywhere.
+     */
+    @Test
+    void onlyAJvmThatMovesShuffleDataNeedsUcx() {
+        for (String master : List.of("spark://host:7077", "local-cluster[2,1,1024]", "yarn", "local[2]")) {
+            UcxShuffleConf c = new UcxShuffleConf(new SparkConf(false).set("spark.master", master));
+            boolean local = master.startsWith("local[");
+            assertEquals(local, UcxShuffleManager.refusal(c, true, false) != null, master + ": driver without UCX");
+            assertTrue(UcxShuffleManager.refusal(c, false, false).contains("UCX is not available"), master);
+            assertEquals(null, UcxShuffleManager.refusal(c, true, true));
+            assertEquals(null, UcxShuffleManager.refusal(c, false, true));
+            UcxShuffleConf enc = new UcxShuffleConf(new SparkConf(false).set("spark.master", master)
+                    .set("spark.network.crypto.enabled", "true"));
+            assertTrue(UcxShuffleManager.refusal(enc, true, true).contains("spark.network.crypto.enabled"));
+        }
+        assertTrue(UcxDriverEndpoint.Address.servedByNetty("3", "h").isServedByNetty());
+        assertFalse(new UcxDriverEndpoint.Address("3", "h", 4000).isServedByNetty());
+    }
+
     @Test
     void theExternalShuffleServiceIsRefusedToo() {
         SparkConf ess = new SparkConf().setMaster("local[2]").setAppName("refusal")
