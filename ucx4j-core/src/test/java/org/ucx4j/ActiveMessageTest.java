@@ -569,6 +569,29 @@ class ActiveMessageTest {
         });
     }
 
+    /**
+     * With a handler set, a message that could not be taken is logged and gone: nothing piles up in the inbox that
+     * nobody receives from, and the handler goes on with the next message.
+     */
+    @Test
+    void withAHandlerAMessageThatCannotBeTakenDoesNotPileUp() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            java.util.concurrent.LinkedBlockingQueue<byte[]> got = new java.util.concurrent.LinkedBlockingQueue<>();
+            server.onActiveMessage(m -> {
+                got.add(m.headerBytes());
+                m.close();
+            });
+            alloc.failSize = 999;
+            for (int i = 0; i < 20; i++) {
+                client.amSend(header(999), new byte[999]);
+            }
+            client.amSend(header(5), new byte[5]);
+            assertArrayEquals(header(5), got.poll(10, TimeUnit.SECONDS));
+            assertEquals(0, TestHooks.amEntriesReady(server.core()), "nothing kept for a receive that never comes");
+            assertTrue(got.isEmpty());
+        });
+    }
+
     /** A raw endpoint's messages are received worker-wide: asking the endpoint is refused, not a wait forever. */
     @Test
     void aRawEndpointRefusesEndpointLevelActiveMessageReceives() throws Exception {

@@ -197,6 +197,9 @@ final class AmReceiver {
             if (ep != null) {
                 engine.requests.receiveCompleted(ep);
             }
+        } else if (ep != null && inbox == ep.inboxes[AmWire.PLAIN] && ep.amHandler != null) {
+            // with a handler nobody receives from the inbox: the lost message is logged, not kept forever
+            LOG.warn("ucx4j: {} lost an active message its handler will not see: {}", ep.peer, entry);
         } else {
             inbox.deliver(entry);
         }

@@ -59,6 +59,11 @@ final class Inbox {
         return f.completeExceptionally((UcxException) entry);
     }
 
+    /** Messages (or the errors that replaced them) waiting here to be received (tests). */
+    int ready() {
+        return ready.size();
+    }
+
     /** Receives waiting here now (tests). */
     int waiting() {
         return waiters.size();

@@ -91,4 +91,9 @@ public final class TestHooks {
     public static int amReceivesWaiting(EndpointCore ep) {
         return ep.inboxes[AmWire.PLAIN].waiting();
     }
+
+    /** Entries waiting in {@code ep}'s active-message inbox to be received (as {@link #amReceivesWaiting}). */
+    public static int amEntriesReady(EndpointCore ep) {
+        return ep.inboxes[AmWire.PLAIN].ready();
+    }
 }
