@@ -54,7 +54,10 @@ public final class RemoteKey implements AutoCloseable {
         return closed.get();
     }
 
-    /** Flushes the endpoint (so nothing in flight still uses the key), then releases the key. Idempotent. */
+    /**
+     * Flushes the endpoint (so nothing in flight still uses the key), or waits for an endpoint being closed to be
+     * released (bounded), then releases the key. Idempotent.
+     */
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {
@@ -63,6 +66,12 @@ public final class RemoteKey implements AutoCloseable {
         try {
             if (endpoint.isAlive()) {
                 endpoint.flush(java.time.Duration.ofSeconds(5));
+            } else if (!endpoint.isClosed()) {
+                // closing (flushing, or aborting after a failure): puts and gets still in flight may use the key
+                // until the endpoint is released, which a close bounds
+                var released = new org.ucx4j.internal.engine.EngineFuture<Void>(engine); // a timeout cancels
+                endpoint.core().closedFuture().whenComplete((v, e) -> released.complete(null)); // this one only
+                engine.awaitFuture(released, java.util.concurrent.TimeUnit.SECONDS.toNanos(15), "remote key release");
             }
         } catch (UcxException e) {
             // endpoint gone or flush timed out: its operations are failed or aborted

@@ -30,6 +30,41 @@ class RmaTest {
     }
 
     /**
+     * A remote key closed while its endpoint is being closed is released only after the endpoint is (puts and gets
+     * still in flight there may use it until then), not at once.
+     */
+    @Test
+    void aRemoteKeyClosedDuringItsEndpointsCloseWaitsForTheRelease() throws Exception {
+        for (int round = 0; round < 5 && !keyClosedWhileClosing(); round++) {
+            // the close was quicker than this thread: try again
+        }
+    }
+
+    /** True when the key was closed while the endpoint was still closing (the case this checks). */
+    private static boolean keyClosedWhileClosing() throws Exception {
+        java.util.concurrent.atomic.AtomicBoolean caught = new java.util.concurrent.atomic.AtomicBoolean();
+        FailureTest.pair((a, b, client, server) -> {
+            try (MemoryRegion region = b.allocateMemory(4096); Arena arena = Arena.ofShared()) {
+                RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
+                // a rendezvous send nobody receives keeps the graceful close flushing until its bound
+                CompletableFuture<Long> stuck = client.sendAsync(arena.allocate(8 << 20), 77);
+                CompletableFuture<Void> closing = CompletableFuture.runAsync(() -> client.close(Duration.ofSeconds(2)));
+                Data.eventually(() -> !client.isAlive());
+                if (client.isClosed()) {
+                    closing.get(10, TimeUnit.SECONDS);
+                    return; // the close was quicker than this thread: nothing to show
+                }
+                caught.set(true);
+                key.close();
+                assertTrue(client.isClosed(), "the key outlived the endpoint's close");
+                closing.get(10, TimeUnit.SECONDS);
+                assertTrue(stuck.isDone());
+            }
+        });
+        return caught.get();
+    }
+
+    /**
      * Memory UCX allocated is not freed while an I/O call writes into its segment: the region's close refuses and
      * the region stays usable; once the call has ended, the close goes through and the segment is gone.
      */
