@@ -161,13 +161,24 @@ final class UcxShuffleTransport implements AutoCloseable {
         Thread.ofVirtual().name("ucx4j-shuffle-drain-" + old.number).start(() -> drainAndClose(old));
     }
 
-    /** Closes a replaced instance once its connections are gone, or after {@code spark.network.timeout}. */
+    /**
+     * Closes a replaced instance once its connections are gone, or once nothing has moved on them for
+     * {@code spark.network.timeout} (measured from the last byte, not from the replacement, so a long transfer still
+     * running there, a multi-GB block streamed to disk, say, is not cut off while it makes progress).
+     */
     private void drainAndClose(Generation old) {
-        long deadline = System.nanoTime() + conf.networkTimeout().toNanos();
+        long quiet = conf.networkTimeout().toNanos();
+        long deadline = System.nanoTime() + quiet;
+        long moved = bytesMoved(old);
         try {
             while ((!old.server.clients().isEmpty() || !old.connections.isEmpty())
                     && System.nanoTime() - deadline < 0) {
                 Thread.sleep(100);
+                long now = bytesMoved(old);
+                if (now != moved) {
+                    moved = now;
+                    deadline = System.nanoTime() + quiet;
+                }
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -179,6 +190,18 @@ final class UcxShuffleTransport implements AutoCloseable {
         }
         LOG.info("ucx4j shuffle: executor {} closes its replaced UCX instance {}", executorId, old.number);
         old.ucx.close();
+    }
+
+    /** Bytes served and fetched so far on an instance's open connections (what says it is still in use). */
+    private static long bytesMoved(Generation g) {
+        long n = 0;
+        for (Endpoint ep : g.server.clients()) {
+            n += ep.stats().bytesSent();
+        }
+        for (PeerConnection c : g.connections) {
+            n += c.endpoint().stats().bytesReceived();
+        }
+        return n;
     }
 
     /** How many times this executor's instance was replaced. */
