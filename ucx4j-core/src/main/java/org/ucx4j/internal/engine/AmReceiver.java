@@ -329,13 +329,28 @@ final class AmReceiver {
                 freed = true;
             }
         }
-        for (Inbox in : c.inboxes) { // what finished before the unfinished pulls goes out, in order
-            in.inOrder.removeIf(e -> e instanceof Op op && !op.done);
+        for (Inbox in : c.inboxes) { // an unfinished pull leaves a marker in its place; all goes out, in order
+            for (int i = 0, n = in.inOrder.size(); i < n; i++) {
+                Object e = in.inOrder.poll();
+                in.inOrder.add(e instanceof Op op && !op.done ? lostWithEndpoint(op) : e);
+            }
             drainInOrder(c, in);
         }
         if (freed) {
             schedulePulls();
         }
+    }
+
+    /**
+     * What a reader gets in place of a message whose payload was still on its way when its endpoint went: a receive
+     * fails there, naming it, instead of the next message arriving as if none were missing.
+     */
+    private static UcxException lostWithEndpoint(Op pull) {
+        byte[] header = pull.attachment != null ? pull.attachment.header
+                : pull.keepAlive instanceof byte[] b ? b : NO_BYTES;
+        return new org.ucx4j.MessageDroppedException("message of " + pull.length + " bytes lost: its connection went "
+                + "away while it was being received (" + Status.name(Status.ERR_CONNECTION_RESET) + ")",
+                Status.ERR_CONNECTION_RESET, pull.amId == AmWire.PLAIN ? header : NO_BYTES, null);
     }
 
     /**
