@@ -64,7 +64,12 @@ final class PerftestRuns {
         };
     }
 
-    Measurement run(UcxRuns.Api api, String mode, long size, long iters, long warmup)
+    /**
+     * One measurement. {@code window}: outstanding operations in bandwidth and rate mode, ucx4j's window, given as
+     * {@code -O} (without it each test keeps its own: 32 for {@code tag_bw} and {@code ucp_am_bw}, but 1 for
+     * {@code stream_bw} and {@code ucp_get}, which then ran one operation at a time against ucx4j's 32).
+     */
+    Measurement run(UcxRuns.Api api, String mode, long size, long iters, long warmup, int window)
             throws IOException, InterruptedException {
         String test = test(api, mode);
         int port;
@@ -76,6 +81,9 @@ final class PerftestRuns {
         if (errModePeer) {
             common.add("-e");
         }
+        if (!Measurement.LATENCY.equals(mode)) {
+            common.addAll(List.of("-O", String.valueOf(window)));
+        }
         List<String> server = new ArrayList<>(List.of(binary));
         server.addAll(common);
         Process srv = start(server, true);
@@ -85,6 +93,16 @@ final class PerftestRuns {
             for (int attempt = 0; attempt < 50; attempt++) {
                 Thread.sleep(attempt == 0 ? 150 : 100);
                 Process cli = start(client, false);
+                // a client that hangs is killed, which ends the read below: the sweep never waits forever
+                Thread.ofVirtual().start(() -> {
+                    try {
+                        if (!cli.waitFor(10, TimeUnit.MINUTES)) {
+                            cli.destroyForcibly();
+                        }
+                    } catch (InterruptedException e) {
+                        cli.destroyForcibly();
+                    }
+                });
                 String fin = null;
                 try (BufferedReader r = new BufferedReader(new InputStreamReader(cli.getInputStream(),
                         StandardCharsets.UTF_8))) {
@@ -94,8 +112,11 @@ final class PerftestRuns {
                             fin = line;
                         }
                     }
+                } finally {
+                    if (cli.isAlive() && !cli.waitFor(5, TimeUnit.SECONDS)) {
+                        cli.destroyForcibly();
+                    }
                 }
-                cli.waitFor(10, TimeUnit.MINUTES);
                 if (fin != null) {
                     return parse(fin, mode, size);
                 }

@@ -161,7 +161,7 @@ final class SweepBench implements Callable<Integer> {
             server.waitFor(5, TimeUnit.SECONDS);
             server.destroyForcibly();
         }
-        Report report = new Report(results, sz, modes, active);
+        Report report = new Report(results, sz, modes, active, apiKind);
         report.printTable(System.out, describe());
         if (peerStats != null && active.contains("ucx4j")) {
             System.out.println();
@@ -235,7 +235,7 @@ final class SweepBench implements Callable<Integer> {
         // the same warm-up for every stack; enough iterations for the JIT to finish with the Java ones
         long warmup = warmupIterations(mode, iters);
         if (stack.equals("perftest")) {
-            return perftest.run(apiKind, mode, size, iters, warmup);
+            return perftest.run(apiKind, mode, size, iters, warmup, window);
         }
         warmUp(stack + mode + size, () -> pass(apiKind, ucx, ep, nio, stack, mode, size, warmup));
         return pass(apiKind, ucx, ep, nio, stack, mode, size, iters);

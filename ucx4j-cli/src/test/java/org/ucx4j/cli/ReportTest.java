@@ -25,7 +25,8 @@ class ReportTest {
                 List.of(rate("ucx4j", 6e6), rate("ucx4j", 12e6), rate("ucx4j", 3e6)));
         rounds.put(Report.key("perftest", Measurement.RATE, 8),
                 List.of(rate("perftest", 18e6), rate("perftest", 20e6), rate("perftest", 5e6)));
-        Report r = new Report(rounds, new long[] {8}, List.of(Measurement.RATE), List.of("ucx4j", "perftest"));
+        Report r = new Report(rounds, new long[] {8}, List.of(Measurement.RATE), List.of("ucx4j", "perftest"),
+                UcxRuns.Api.TAG);
         Measurement u = r.get("ucx4j", Measurement.RATE, 8);
         assertEquals(6e6, u.msgsPerS(), "per-stack median");
         assertEquals(18e6, r.get("perftest", Measurement.RATE, 8).msgsPerS());
@@ -38,5 +39,34 @@ class ReportTest {
         assertEquals(0.6, (Double) row.get("ratio_to_perftest"), 1e-9);
         assertEquals(6.0 / 18, (Double) row.get("ratio_of_medians_to_perftest"), 1e-9);
         assertEquals(3, ((List<?>) row.get("round_ratios_to_perftest")).size());
+    }
+
+    /**
+     * A get's latency is a round trip, as ucp_get's is: against NIO's one-way figure it compares with twice that;
+     * and the JSON names the API measured, not always "tag".
+     */
+    @Test
+    void rmaLatencyComparesRoundTripsAndTheJsonNamesTheApi() {
+        Map<String, List<Measurement>> rounds = new LinkedHashMap<>();
+        rounds.put(Report.key("ucx4j", Measurement.LATENCY, 8), List.of(lat("ucx4j", 1.0)));
+        rounds.put(Report.key("nio", Measurement.LATENCY, 8), List.of(lat("nio", 5.0)));
+        rounds.put(Report.key("perftest", Measurement.LATENCY, 8), List.of(lat("perftest", 0.8)));
+        Report r = new Report(rounds, new long[] {8}, List.of(Measurement.LATENCY), List.of("ucx4j", "perftest", "nio"),
+                UcxRuns.Api.RMA);
+        Measurement u = r.get("ucx4j", Measurement.LATENCY, 8);
+        assertEquals(0.1, r.ratio(u, "nio"), 1e-9, "1 us get against a 10 us NIO round trip");
+        assertEquals(1.25, r.ratio(u, "perftest"), 1e-9, "both round trips");
+        @SuppressWarnings("unchecked")
+        List<Map<String, Object>> rows = (List<Map<String, Object>>) r.json("test").get("results");
+        assertEquals("rma", rows.get(0).get("api"));
+        assertEquals("ucp_get", rows.get(2).get("api"));
+        assertEquals("socket", rows.get(1).get("api"));
+        Report tag = new Report(rounds, new long[] {8}, List.of(Measurement.LATENCY), List.of("ucx4j", "nio"),
+                UcxRuns.Api.TAG);
+        assertEquals(0.2, tag.ratio(tag.get("ucx4j", Measurement.LATENCY, 8), "nio"), 1e-9, "one way each");
+    }
+
+    private static Measurement lat(String stack, double p50) {
+        return new Measurement(stack, Measurement.LATENCY, 8, 1000, p50, p50, p50, Double.NaN, Double.NaN);
     }
 }
