@@ -273,6 +273,44 @@ class LifecycleGuardsTest {
         }
     }
 
+    /**
+     * Without peer error handling UCX refuses a forced close ({@code UCS_ERR_INVALID_PARAM}), so aborted endpoints
+     * are closed by flushing: over TCP their sockets go, instead of one set per connection staying open until the
+     * {@code Ucx} closes.
+     */
+    @Test
+    void withoutPeerErrorHandlingAbortedEndpointsAreClosedInUcx() throws Exception {
+        UcxOptions off = UcxOptions.defaults().withPeerErrorHandling(false).with("TLS", "tcp");
+        try (Ucx a = Ucx.open(off); Ucx b = Ucx.open(off)) {
+            java.util.concurrent.LinkedBlockingQueue<Endpoint> accepted = new java.util.concurrent.LinkedBlockingQueue<>();
+            try (Listener l = b.listen(0, accepted::add)) {
+                long before = 0;
+                for (int i = 0; i < 60; i++) {
+                    if (i == 10) {
+                        Thread.sleep(300);
+                        before = openFiles();
+                    }
+                    Endpoint client = a.connect("127.0.0.1", l.port(), T);
+                    Endpoint server = accepted.poll(10, TimeUnit.SECONDS);
+                    client.send(new byte[8], 1, T);
+                    assertEquals(8, server.recv(new byte[8], 1, T));
+                    client.abort();
+                    server.closeFuture().get(10, TimeUnit.SECONDS);
+                    client.closeFuture().get(10, TimeUnit.SECONDS);
+                }
+                Thread.sleep(300);
+                long grew = openFiles() - before;
+                assertTrue(grew < 25, "50 aborted connections left " + grew + " descriptors open");
+            }
+        }
+    }
+
+    private static long openFiles() throws java.io.IOException {
+        try (var s = java.nio.file.Files.list(java.nio.file.Path.of("/proc/self/fd"))) {
+            return s.count();
+        }
+    }
+
     @Test
     void endsThatDisagreeOnPeerErrorHandlingAreRefused() throws Exception {
         AtomicInteger handled = new AtomicInteger();

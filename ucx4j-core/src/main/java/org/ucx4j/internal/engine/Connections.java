@@ -338,7 +338,28 @@ final class Connections {
         close.ep = c;
         close.whenComplete((v, e) -> releaseEndpoint(c));
         engine.requests.post(close);
+        if (!close.done && !engine.peerErrorHandling) {
+            // a flushing close (see Requests) to a peer that is gone may never end: the endpoint is released
+            // after a bound all the same, and UCX finishes (or the worker's close ends) its close request later
+            Thread.ofVirtual().name("ucx4j-close-bound").start(() -> {
+                try {
+                    Thread.sleep(FLUSHING_CLOSE_BOUND_MS);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                if (!close.done) {
+                    engine.execute(() -> {
+                        if (!close.done) {
+                            close.finish(0, 0, null);
+                        }
+                    });
+                }
+            });
+        }
     }
+
+    /** How long a close without peer error handling, which cannot be forced, may flush before the release. */
+    static final long FLUSHING_CLOSE_BOUND_MS = 5000;
 
     private void cancelPending(EndpointCore c) {
         for (Op op : c.pending.snapshot()) {

@@ -248,11 +248,11 @@ final class Requests {
                 posted(op, slot, r, 0, 0);
             }
             case Op.CLOSE -> {
-                // UCX documents a forced close only where both ends handle peer errors (it may cause transport
-                // errors on the peer). Without, a gracefully closed endpoint (every send flushed) closes by
-                // flushing; an abort, a timeout or a dead peer still forces: a flushing close could wait forever
+                // UCX allows a forced close only on endpoints that handle peer errors: without, it refuses one
+                // (UCS_ERR_INVALID_PARAM, 1.13 to 1.20) and the endpoint would stay open in UCX until the worker
+                // goes, so those close by flushing, bounded by Connections.abortOnOwner
                 int slot = slots.alloc(op);
-                boolean force = engine.peerErrorHandling || !op.ep.flushed;
+                boolean force = engine.peerErrorHandling;
                 engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                         Upcalls.SEND.address(), engine.userData(slot), force ? UCP_EP_CLOSE_FLAG_FORCE : 0);
                 long r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
