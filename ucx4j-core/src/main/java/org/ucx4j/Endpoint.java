@@ -851,6 +851,7 @@ public final class Endpoint implements AutoCloseable {
             engine.discardUnread(core); // ended by its peer: what arrived before and was not read is freed now
             return;
         }
+        engine.checkMayBlock("close"); // refused inside UCX's progress before anything changes (closeAsync works)
         Op flush = engine.closeEndpoint(core);
         try {
             engine.await(flush, t);

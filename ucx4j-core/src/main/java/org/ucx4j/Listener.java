@@ -5,9 +5,12 @@ import org.ucx4j.internal.engine.ListenerCore;
 /** Accepts connections on a TCP port (ucx4j's handshake, then UCX endpoints by worker address). Closing it keeps accepted endpoints. */
 public final class Listener implements AutoCloseable {
     private final ListenerCore core;
+    /** Told when this listener closes (the {@code Ucx} forgets it). */
+    private final java.util.function.Consumer<Listener> onClose;
 
-    Listener(ListenerCore core) {
+    Listener(ListenerCore core, java.util.function.Consumer<Listener> onClose) {
         this.core = core;
+        this.onClose = onClose;
     }
 
     /** The bound port (the ephemeral one when listening on port 0). */
@@ -28,6 +31,7 @@ public final class Listener implements AutoCloseable {
     @Override
     public void close() {
         core.close();
+        onClose.accept(this);
     }
 
     @Override

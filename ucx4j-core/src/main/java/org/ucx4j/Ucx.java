@@ -225,9 +225,19 @@ public final class Ucx implements AutoCloseable {
             throw new UcxException("listen on " + bind + " failed: " + e.getMessage() + " ("
                     + Status.name(Status.ERR_IO_ERROR) + ")", Status.ERR_IO_ERROR, e);
         }
-        Listener l = new Listener(core);
+        Listener l = new Listener(core, listeners::remove);
         listeners.add(l);
+        if (closed.get()) { // closed meanwhile, after its copy of the listeners: this one must not stay bound
+            l.close();
+            throw new EndpointClosedException("listen: this Ucx instance was closed meanwhile ("
+                    + Status.name(Status.ERR_NOT_CONNECTED) + ")", Status.ERR_NOT_CONNECTED);
+        }
         return l;
+    }
+
+    /** Listeners this instance still tracks (tests: closed ones are forgotten). */
+    int trackedListeners() {
+        return listeners.size();
     }
 
     private void serve(EndpointCore c, ConnectionHandler handler) {

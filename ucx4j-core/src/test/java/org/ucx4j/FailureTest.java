@@ -277,6 +277,36 @@ class FailureTest {
         }
     }
 
+    /**
+     * A graceful close from code that runs inside UCX's progress (a completion's dependent run where it completes)
+     * either closes the endpoint or is refused before it changes anything, never leaving it half-closed.
+     */
+    @Test
+    void aCloseFromInsideProgressClosesOrIsRefusedCleanly() throws Exception {
+        pair((a, b, client, server) -> {
+            CompletableFuture<Throwable> inside = new CompletableFuture<>();
+            server.recvAsync(new byte[8], 5).whenCompleteAsync((v, e) -> {
+                try {
+                    server.close();
+                    inside.complete(null);
+                } catch (Throwable t) {
+                    inside.complete(t);
+                }
+            }, Runnable::run);
+            client.send(new byte[8], 5, T);
+            Throwable t = inside.get(10, TimeUnit.SECONDS);
+            if (t == null) {
+                assertTrue(server.isClosed());
+            } else {
+                assertInstanceOf(IllegalStateException.class, t, "got " + t);
+                assertTrue(server.isAlive(), "a refused close changed nothing");
+                server.close();
+                assertTrue(server.isClosed());
+            }
+            client.closeFuture().get(10, TimeUnit.SECONDS);
+        });
+    }
+
     /** Every worker-level receive is canceled when the worker closes, and the close does not wait for them. */
     @Test
     void closingUcxCancelsEveryWorkerLevelReceive() throws Exception {

@@ -305,6 +305,20 @@ class LifecycleGuardsTest {
         }
     }
 
+    /** A closed listener is forgotten by its Ucx (its handler and socket are not kept until the Ucx closes). */
+    @Test
+    void closedListenersAreForgotten() throws Exception {
+        try (Ucx ucx = Ucx.open()) {
+            for (int i = 0; i < 200; i++) {
+                ucx.listen(0, ep -> {}).close();
+            }
+            try (Listener open = ucx.listen(0, ep -> {})) {
+                assertEquals(1, ucx.trackedListeners());
+            }
+            assertEquals(0, ucx.trackedListeners());
+        }
+    }
+
     private static long openFiles() throws java.io.IOException {
         try (var s = java.nio.file.Files.list(java.nio.file.Path.of("/proc/self/fd"))) {
             return s.count();

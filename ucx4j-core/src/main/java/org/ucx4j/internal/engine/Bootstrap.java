@@ -82,16 +82,27 @@ public final class Bootstrap {
     }
 
     private static void acceptLoop(Engine engine, ListenerCore l) {
+        long pauseMs = 10;
         while (!l.isClosed()) {
             Socket s;
             try {
                 s = l.socket.accept();
+                pauseMs = 10;
             } catch (IOException e) {
-                if (!l.isClosed()) {
-                    LOG.warn("ucx4j: listener on port {} stopped accepting: {}", l.port(), e.toString());
-                    l.close();
+                if (l.isClosed() || l.socket.isClosed()) {
+                    return;
                 }
-                return;
+                // out of descriptors (EMFILE), say, perhaps from connections that never finish their handshake:
+                // the listener waits and accepts again rather than stop for good with only a log line to say so
+                LOG.warn("ucx4j: listener on port {} could not accept ({}); trying again in {} ms", l.port(),
+                        e.toString(), pauseMs);
+                try {
+                    Thread.sleep(pauseMs);
+                } catch (InterruptedException ie) {
+                    return;
+                }
+                pauseMs = Math.min(1000, pauseMs * 2);
+                continue;
             }
             Thread.ofVirtual().name("ucx4j-accepted-" + s.getRemoteSocketAddress()).start(() -> serve(engine, l, s));
         }

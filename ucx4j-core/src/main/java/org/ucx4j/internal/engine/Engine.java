@@ -387,6 +387,16 @@ public final class Engine {
         }
     }
 
+    /**
+     * Refuses a blocking call made from code that runs inside UCX's progress on the owner thread (a completion's
+     * dependent run there), before the call changes anything; nothing elsewhere.
+     */
+    public void checkMayBlock(String what) {
+        if (Thread.currentThread() == owner) {
+            checkNotInProgress(what);
+        }
+    }
+
     /** The owner thread may send or receive inside the call: endpoint open, worker running, no transfer recording. */
     boolean ownerMayActNow(EndpointCore ep) {
         return Thread.currentThread() == owner && !inProgress && !stopRequested && ep.state == EndpointCore.OPEN

@@ -133,8 +133,12 @@ final class SharedMemoryCheck {
             // the error mode of ucx4j's own endpoints, so UCX picks the transports their peers use
             ep.set(JAVA_INT, EP_ERR_MODE, engine.peerErrorHandling ? UCP_ERR_HANDLING_MODE_PEER
                     : UCP_ERR_HANDLING_MODE_NONE);
-            Engine.check(Ucp.epCreate(canaryWorker, ep.address(), out.address()),
-                    "shared-memory check: ucp_ep_create");
+            int st = Ucp.epCreate(canaryWorker, ep.address(), out.address());
+            if (st != Status.OK) { // no half-made canary: a later check or the close would use a NULL endpoint
+                Ucp.workerDestroy(canaryWorker);
+                canaryWorker = 0;
+                Engine.check(st, "shared-memory check: ucp_ep_create");
+            }
             canaryEp = out.get(JAVA_LONG, 0);
         }
     }
@@ -196,8 +200,9 @@ final class SharedMemoryCheck {
             canarySend = 0;
         }
         param.set(JAVA_INT, RP_OP_ATTR_MASK, UCP_OP_ATTR_FIELD_FLAGS);
-        param.set(JAVA_INT, RP_FLAGS, UCP_EP_CLOSE_FLAG_FORCE);
-        long r = Ucp.epCloseNbx(canaryEp, param.address());
+        // forced only where UCX allows it (peer error handling); else a flushing close, bounded below
+        param.set(JAVA_INT, RP_FLAGS, engine.peerErrorHandling ? UCP_EP_CLOSE_FLAG_FORCE : 0);
+        long r = canaryEp == 0 ? 0 : Ucp.epCloseNbx(canaryEp, param.address());
         if (r != 0 && !Status.isError(r)) {
             for (int i = 0; i < 10_000 && Ucp.requestCheckStatus(r) == Status.INPROGRESS; i++) {
                 Ucp.workerProgress(canaryWorker);
