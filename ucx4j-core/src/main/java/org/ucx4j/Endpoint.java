@@ -299,6 +299,7 @@ public final class Endpoint implements AutoCloseable {
         ucx.checkOpen();
         Op op = engine.probedRecv(core, message.take(this), message.tag(), message.length(), seg.address(),
                 seg.byteSize(), 0, null, blocking);
+        op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         Ucx.keepAlive(op, seg);
         return op;
     }

@@ -51,6 +51,11 @@ public final class ProbedMessage {
         return handle;
     }
 
+    /** Its receive was withdrawn before UCX saw it (timeout, interrupt, cancel): the next receive may take it. */
+    void giveBack() {
+        taken.set(false);
+    }
+
     @Override
     public String toString() {
         return "ProbedMessage[tag=" + Long.toUnsignedString(tag) + ", " + length + " B"

@@ -444,6 +444,7 @@ public final class Ucx implements AutoCloseable {
         checkOpen();
         Op op = engine.probedRecv(null, message.take(null), message.tag(), message.length(), seg.address(),
                 seg.byteSize(), 0, null, true);
+        op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         keepAlive(op, seg);
         engine.submit(op);
         return engine.await(op, timeoutNanos);
@@ -454,6 +455,7 @@ public final class Ucx implements AutoCloseable {
         checkOpen();
         Op op = engine.probedRecv(null, message.take(null), message.tag(), message.length(), seg.address(),
                 seg.byteSize(), 0, null, false);
+        op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         keepAlive(op, seg);
         engine.submit(op);
         return op;

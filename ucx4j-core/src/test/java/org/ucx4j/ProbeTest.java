@@ -72,4 +72,36 @@ class ProbeTest {
             }
         });
     }
+
+    /**
+     * A removed message's receive that times out before UCX saw it (caller mode: the owner was not progressing)
+     * gives the handle back: the next receive by that handle gets the message, intact, instead of it being lost.
+     */
+    @Test
+    void aProbedReceiveWithdrawnBeforeItStartedLeavesTheMessageForTheNextTry() throws Exception {
+        CallerModeTest.withCallerClient((caller, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                server.sendAsync(Data.pattern(arena, 64, 4), 3);
+                ProbedMessage m = await(() -> {
+                    caller.progress();
+                    return client.probe(3, true);
+                });
+                MemorySegment in = arena.allocate(64);
+                java.util.concurrent.CompletableFuture<Throwable> other = new java.util.concurrent.CompletableFuture<>();
+                Thread.ofPlatform().start(() -> { // the owner (this thread) does not progress meanwhile
+                    try {
+                        client.recv(m, in, Duration.ofMillis(300));
+                        other.complete(null);
+                    } catch (Throwable t) {
+                        other.complete(t);
+                    }
+                });
+                Throwable t = other.get(10, TimeUnit.SECONDS);
+                assertTrue(t instanceof UcxTimeoutException, "got " + t);
+                assertEquals(64, client.recv(m, in, T), "the message waited for the next try");
+                Data.verify(in, 64, 4);
+                assertThrows(IllegalStateException.class, () -> client.recv(m, in, T), "received once only");
+            }
+        });
+    }
 }

@@ -1287,9 +1287,7 @@ public final class Engine {
     private void withdraw(Op op) {
         if (op.claimQueued()) {
             op.cancelRequested = true;
-            Requests.freeOwned(op);
-            op.finish(0, 0, new CanceledException(op.what + " canceled before it started ("
-                    + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
+            Requests.canceledBeforeStart(op);
         } else {
             cancel(op);
         }

@@ -53,6 +53,13 @@ public final class Op extends EngineFuture<Long> {
     long total;
     /** A receive of a message taken by a probe: its {@code ucp_tag_message_h}. */
     long probed;
+    /** Run if the op is withdrawn before UCX saw it (a probed message's receive gives its handle back). */
+    Runnable onWithdrawn;
+
+    /** See {@link #onWithdrawn}: set before the op is submitted. */
+    public void onWithdrawn(Runnable action) {
+        this.onWithdrawn = action;
+    }
     /** RMA: the remote key handle (put/get). */
     long rkey;
     /** Active-message data transfer: the message being filled and the inbox it goes to. */

@@ -51,12 +51,26 @@ final class Requests {
             return;
         }
         if (op.cancelRequested) {
-            freeOwned(op);
-            op.finish(0, 0, new CanceledException(op.what + " canceled before it started ("
-                    + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
+            canceledBeforeStart(op);
             return;
         }
         post(op);
+    }
+
+    /**
+     * Ends an op that was canceled (withdrawn, timed out, interrupted) before UCX saw it. The receive of a probed
+     * message gives its handle back ({@code Op.onWithdrawn}), so the message, which only that handle can take, is
+     * received by the next try instead of being lost.
+     */
+    static void canceledBeforeStart(Op op) {
+        freeOwned(op);
+        Runnable giveBack = op.onWithdrawn;
+        op.onWithdrawn = null;
+        if (giveBack != null) {
+            giveBack.run();
+        }
+        op.finish(0, 0, new CanceledException(op.what + " canceled before it started ("
+                + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
     }
 
     /** Fails {@code op} at once if its endpoint cannot take it (closed, failed, not yet open): true then. */
@@ -113,7 +127,9 @@ final class Requests {
                 posted(op, slot, r, op.length, op.tag);
             }
             case Op.TAG_RECV -> {
-                if (op.ep != null && refused(op)) {
+                // a probed message is the worker's, whatever became of the endpoint: received all the same, so
+                // UCX's descriptor of it never leaks
+                if (op.ep != null && op.probed == 0 && refused(op)) {
                     return;
                 }
                 int slot = slots.alloc(op);
