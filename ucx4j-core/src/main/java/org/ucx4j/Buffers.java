@@ -64,11 +64,17 @@ final class Buffers {
         return p;
     }
 
+    /**
+     * A timeout in nanoseconds, at most ~73 years: a longer one ({@code ChronoUnit.FOREVER}, whose nanoseconds do
+     * not fit a long) waits that long, and deadlines computed from it cannot overflow.
+     */
     static long nanos(java.time.Duration timeout) {
         Objects.requireNonNull(timeout, "timeout");
         if (timeout.isNegative()) {
             throw new IllegalArgumentException("negative timeout: " + timeout);
         }
-        return timeout.toNanos();
+        return timeout.compareTo(LONGEST) >= 0 ? LONGEST.toNanos() : timeout.toNanos();
     }
+
+    private static final java.time.Duration LONGEST = java.time.Duration.ofNanos(Long.MAX_VALUE / 4);
 }

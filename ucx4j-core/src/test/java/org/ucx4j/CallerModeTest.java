@@ -674,6 +674,29 @@ class CallerModeTest {
         });
     }
 
+    /**
+     * Canceling a stream receive from another thread ends its future only once UCX has let go of the buffer (its
+     * endpoint aborted on the owner thread), never before: a caller that frees the buffer when the future is done
+     * must not race UCX writing into it.
+     */
+    @Test
+    void aCanceledStreamReceiveEndsOnlyOnceUcxLetGoOfTheBuffer() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Long> f = client.streamRecvAsync(arena.allocate(8));
+                CompletableFuture<Boolean> canceled = CompletableFuture.supplyAsync(() -> f.cancel(true));
+                canceled.get(10, TimeUnit.SECONDS); // the owner (this thread) did not progress meanwhile
+                assertFalse(f.isDone(), "done before the owner made UCX let go of the buffer");
+                for (int i = 0; i < 1000 && !f.isDone(); i++) {
+                    a.progress();
+                    Thread.sleep(1);
+                }
+                assertTrue(f.isDone());
+                assertTrue(f.isCancelled() || f.isCompletedExceptionally());
+            }
+        });
+    }
+
     /** A worker-level receive's future, waited for on the owner thread, drives the worker until its message came. */
     @Test
     void aWorkerLevelReceiveFutureWaitedForOnTheOwnerDrivesTheWorker() throws Exception {

@@ -307,6 +307,22 @@ class FailureTest {
         });
     }
 
+    /** A timeout too long for nanoseconds in a long (ChronoUnit.FOREVER) is a very long wait, not an exception. */
+    @Test
+    void aForeverTimeoutIsAcceptedEverywhere() throws Exception {
+        Duration forever = java.time.temporal.ChronoUnit.FOREVER.getDuration();
+        pair((a, b, client, server) -> {
+            CompletableFuture<Long> r = CompletableFuture.supplyAsync(() -> server.recv(new byte[8], 4, forever));
+            client.send(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}, 4, forever);
+            assertEquals(8, r.get(10, TimeUnit.SECONDS));
+            try (Listener l = b.listen(0, ep -> {}); Endpoint second = a.connect("127.0.0.1", l.port(), forever)) {
+                assertTrue(second.isAlive());
+                second.close(forever);
+                assertTrue(second.isClosed());
+            }
+        });
+    }
+
     /** Every worker-level receive is canceled when the worker closes, and the close does not wait for them. */
     @Test
     void closingUcxCancelsEveryWorkerLevelReceive() throws Exception {

@@ -45,7 +45,14 @@ public final class Bootstrap {
             try {
                 s.setTcpNoDelay(true);
                 keepAlive(s, engine.livenessSeconds);
-                s.connect(new InetSocketAddress(host, port), millis(timeoutNanos));
+                InetSocketAddress to = new InetSocketAddress(host, port); // name resolution counts against it too
+                if (System.nanoTime() - deadline >= 0) {
+                    throw new java.net.SocketTimeoutException("resolving " + host + " took the whole timeout");
+                }
+                s.connect(to, millis(deadline - System.nanoTime())); // what is left of the timeout
+                if (f.isDone()) { // the caller gave up (canceled, or its wait timed out): no handshake for nothing
+                    throw new java.util.concurrent.CancellationException("connect canceled");
+                }
                 c = engine.connections.newEndpoint(true, peer);
                 open(engine, c, s, deadline);
                 connected(ev, "connect", peer, c, null);

@@ -1934,6 +1934,16 @@ public final class Engine {
         }
     }
 
+    /** Operations UCX never completed, ended as the worker goes (after its destroy: see shutdownOnOwner). */
+    private static void finishStuck(List<Op> stuck) {
+        for (Op s : stuck) {
+            if (!s.done) {
+                s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
+                        + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
+            }
+        }
+    }
+
     /** Set on the way into {@link #shutdownOnOwner} (owner thread): code it runs may call back in. */
     private boolean stopping;
 
@@ -1942,13 +1952,13 @@ public final class Engine {
             return;
         }
         stopping = true;
+        List<Op> stuck = new ArrayList<>();
         try {
             failEverything();
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
             while (System.nanoTime() < until && slots.anyOp()) {
                 progressOnce();
             }
-            List<Op> stuck = new ArrayList<>();
             for (Op s : slots.table()) {
                 if (s != null) {
                     stuck.add(s);
@@ -1967,10 +1977,8 @@ public final class Engine {
                     messages.add(s.attachment);
                     s.attachment = null;
                 }
-                s.finish(0, 0, new CanceledException(s.what + " canceled: the UCX worker was closed ("
-                        + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
             }
-            Arrays.fill(sendRing, null); // the stuck polled sends among them are finished
+            Arrays.fill(sendRing, null); // the stuck polled sends among them are finished after the destroy
             sendHead = sendTail = 0;
             connections.releaseAll();
             amReceiver.releaseHeld(); // announced by raw peers, never pulled
@@ -1987,7 +1995,10 @@ public final class Engine {
             }
             closeWakes();
             Ucp.workerDestroy(worker);
-            for (long p : stagings) { // UCX can no longer touch the stuck ops' memory
+            // UCX can no longer touch the stuck ops' memory: now their callers hear of it (and may free their
+            // buffers), and their staging memory goes
+            finishStuck(stuck);
+            for (long p : stagings) {
                 Ucp.free(p);
             }
             for (AmData m : messages) {
@@ -2008,6 +2019,7 @@ public final class Engine {
             connections.clearLostUnread(closed);
         } catch (Throwable t) {
             LOG.error("ucx4j: error while closing worker {}", name, t);
+            finishStuck(stuck); // nobody may wait forever, whatever failed above
         } finally {
             terminated = true;
             // what was handed over while the worker stopped (a submitter that sees terminated fails its own)

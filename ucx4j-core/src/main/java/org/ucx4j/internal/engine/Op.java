@@ -118,12 +118,16 @@ public final class Op extends EngineFuture<Long> {
      * matched it yet (the message then goes to the next matching receive); one that UCX already matched completes
      * with its message, and this returns false, so nothing is lost. The owner thread decides: this waits for it
      * up to {@link Engine#CANCEL_WAIT_NANOS} and returns false if it has not answered by then (the future still
-     * ends canceled or with the message). Anything else (a send, a stream receive, RMA) is canceled at once, and
-     * its endpoint aborted since UCX cannot withdraw it; UCX lets go of the buffer shortly after.
+     * ends canceled or with the message). A send, a stream receive or RMA is canceled by aborting its endpoint,
+     * since UCX cannot withdraw it, and its future ends (canceled) only once UCX has let go of the buffer, waited
+     * for the same way; one that completed meanwhile keeps its result (false).
      */
     @Override
     public boolean cancel(boolean mayInterruptIfRunning) {
-        if (engine != null && kind == TAG_RECV && !blocking) {
+        if (engine != null && !blocking && (kind == TAG_RECV || holdsCallerMemory())) {
+            // the future ends only when UCX has let go of the caller's memory: a tag receive withdrawn, anything
+            // else purged by its endpoint's abort (its future done any earlier, a caller would free the buffer
+            // while UCX may still read or write it)
             if (!isDone()) {
                 engine.cancelAndWait(this);
             }
@@ -134,6 +138,12 @@ public final class Op extends EngineFuture<Long> {
             engine.cancel(this);
         }
         return r;
+    }
+
+    /** Operations UCX reads or writes the caller's memory for until they end. */
+    private boolean holdsCallerMemory() {
+        return kind == TAG_SEND || kind == STREAM_SEND || kind == STREAM_RECV || kind == AM_SEND || kind == PUT
+                || kind == GET;
     }
 
     /** Readies a recycled blocking op for its next use (the submitting thread only, before submit). */
