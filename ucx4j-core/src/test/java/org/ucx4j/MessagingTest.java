@@ -207,6 +207,69 @@ class MessagingTest {
         }
     }
 
+    /**
+     * A relay between two ends that both have the secret passes on their hellos and proofs, which then check out,
+     * and puts a third worker's address in place of theirs: each end refuses the address (it lacks the secret's
+     * MAC), so neither makes a UCX endpoint to the relay's choice, and no handler runs.
+     */
+    @Test
+    void aRelayCannotSwapInItsOwnWorkerAddress() throws Exception {
+        byte[] secret = "correct horse battery staple".getBytes(StandardCharsets.UTF_8);
+        AtomicInteger handled = new AtomicInteger();
+        try (Ucx server = Ucx.open(UcxOptions.defaults().withSecret(secret));
+                Listener l = server.listen(0, ep -> handled.incrementAndGet());
+                Ucx client = Ucx.open(UcxOptions.defaults().withSecret(secret)); Ucx third = Ucx.open();
+                java.net.ServerSocket relay = new java.net.ServerSocket(0)) {
+            byte[] thirds = third.workerAddress().toBytes();
+            Thread.ofVirtual().start(() -> {
+                try (Socket c = relay.accept(); Socket s = new Socket("127.0.0.1", l.port())) {
+                    var ci = new java.io.DataInputStream(c.getInputStream());
+                    var co = new java.io.DataOutputStream(c.getOutputStream());
+                    var si = new java.io.DataInputStream(s.getInputStream());
+                    var so = new java.io.DataOutputStream(s.getOutputStream());
+                    copyHello(ci, so);
+                    copyHello(si, co);
+                    so.write(ci.readNBytes(32)); // the client's proof
+                    co.write(si.readNBytes(32)); // the server's
+                    so.write(ci.readNBytes(1)); // verdicts: both OK
+                    co.write(si.readNBytes(1));
+                    swapAddress(ci, so, thirds);
+                    swapAddress(si, co, thirds);
+                    c.getInputStream().transferTo(s.getOutputStream());
+                } catch (java.io.IOException e) {
+                    // an end hung up: the relay is done
+                }
+            });
+            UcxException e = assertThrows(UcxException.class,
+                    () -> client.connect("127.0.0.1", relay.getLocalPort(), T));
+            assertTrue(e.getMessage().contains("UCS_ERR_REJECTED") || e.getMessage().contains("UCS_ERR_CONNECTION_RESET"),
+                    e.getMessage());
+            Thread.sleep(300);
+            assertEquals(0, handled.get(), "the server's handler never saw the relayed connection");
+        }
+    }
+
+    private static void copyHello(java.io.DataInputStream in, java.io.DataOutputStream out) throws java.io.IOException {
+        out.writeInt(in.readInt()); // magic
+        out.writeShort(in.readUnsignedShort()); // version
+        out.writeShort(in.readUnsignedShort()); // flags
+        out.writeInt(in.readInt()); // connection id
+        out.writeLong(in.readLong()); // pid
+        out.writeUTF(in.readUTF()); // host
+        out.writeUTF(in.readUTF()); // shared-memory settings
+        out.write(in.readNBytes(16)); // nonce
+        out.flush();
+    }
+
+    private static void swapAddress(java.io.DataInputStream in, java.io.DataOutputStream out, byte[] replacement)
+            throws java.io.IOException {
+        in.readNBytes(in.readInt());
+        out.writeInt(replacement.length);
+        out.write(replacement);
+        out.write(in.readNBytes(32)); // the MAC, passed on unchanged
+        out.flush();
+    }
+
     @Test
     void aPeerThatTricklesItsHandshakeIsCutOffAtTheDeadline() throws Exception {
         // each byte within the socket timeout, but the whole handshake far past the listener's 1 s budget: the

@@ -23,8 +23,11 @@ import org.ucx4j.internal.ffi.Status;
  *       settings, a fresh nonce; two processes on one host whose shared-memory FIFO sizes differ are refused,
  *       since UCX would write past the smaller FIFO, and so are two sides that disagree on peer error handling
  *       (UCX does not support endpoints whose error modes differ);
- *   <li>with a shared secret, each side proves it with HMAC-SHA256 over the other's nonce and says OK or REJECT;
- *   <li>only then are the UCX worker addresses exchanged, so an unauthenticated peer never learns ours;
+ *   <li>with a shared secret, each side proves it with HMAC-SHA256 over both hellos (both nonces) and says OK or
+ *       REJECT;
+ *   <li>only then are the UCX worker addresses exchanged, so an unauthenticated peer never learns ours; with a
+ *       secret each carries an HMAC over both hellos and the address, so a relay between two ends that have the
+ *       secret cannot substitute its own address (it can only pass the exchange on unchanged);
  *   <li>the side whose address is greater sends {@link #READY} once it waits for a ticket; the other (the arbiter of
  *       the pair) creates its UCX endpoint and answers with that endpoint's number (see {@link EndpointOrder}).
  * </ol>
@@ -34,7 +37,9 @@ import org.ucx4j.internal.ffi.Status;
  */
 final class Handshake {
     static final int MAGIC = 0x55435834; // "UCX4"
-    static final int VERSION = 5; // 4: endpoint numbers (EndpointOrder); 5: CREATED / NOT_CREATED answer the number
+    // 4: endpoint numbers (EndpointOrder); 5: CREATED / NOT_CREATED answer the number; 6: with a secret, proofs cover
+    // both hellos and each worker address carries a MAC (a relay can no longer swap in its own address)
+    static final int VERSION = 6;
     static final int FLAG_SECRET = 1;
     /** The sender's endpoints use no UCX peer error handling (older peers never set it: they always do). */
     static final int FLAG_NO_PEER_ERRORS = 2;
@@ -109,15 +114,10 @@ final class Handshake {
         DataInputStream in = new DataInputStream(new BufferedInputStream(timed, 512));
         byte[] ourNonce = new byte[NONCE];
         RANDOM.nextBytes(ourNonce);
-        out.writeInt(MAGIC);
-        out.writeShort(VERSION);
-        out.writeShort((secret != null ? FLAG_SECRET : 0) | (peerErrors ? 0 : FLAG_NO_PEER_ERRORS)
-                | (shmWedged ? FLAG_SHM_WEDGED : 0));
-        out.writeInt(connId);
-        out.writeLong(ProcessHandle.current().pid());
-        out.writeUTF(LOCAL_HOST);
-        out.writeUTF(shmSettings);
-        out.write(ourNonce);
+        byte[] ourHello = hello(VERSION, (secret != null ? FLAG_SECRET : 0) | (peerErrors ? 0 : FLAG_NO_PEER_ERRORS)
+                | (shmWedged ? FLAG_SHM_WEDGED : 0), connId, ProcessHandle.current().pid(), LOCAL_HOST, shmSettings,
+                ourNonce);
+        out.write(ourHello);
         out.flush();
 
         int magic = in.readInt();
@@ -138,6 +138,9 @@ final class Handshake {
         if (peerNonce.length != NONCE) {
             throw new EOFException("handshake cut short");
         }
+        // what both sides said, client first: the proofs and the address MACs cover all of it
+        byte[] peerHello = hello(version, flags, peerConnId, pid, host, peerShm, peerNonce);
+        byte[] transcript = client ? concat(ourHello, peerHello) : concat(peerHello, ourHello);
 
         if (host.equals(LOCAL_HOST) && (shmWedged || (flags & FLAG_SHM_WEDGED) != 0)) {
             throw fail(peerName, (shmWedged ? "this" : "the peer's") + " process's shared-memory receive FIFO is "
@@ -164,10 +167,10 @@ final class Handshake {
             throw fail(peerName, "the peer offered no shared secret", Status.ERR_REJECTED);
         }
         if (secret != null) {
-            out.write(proof(secret, client, peerNonce, ourNonce));
+            out.write(mac(secret, client ? 'C' : 'S', transcript, NO_BYTES));
             out.flush();
             byte[] theirs = in.readNBytes(32);
-            boolean good = MessageDigest.isEqual(theirs, proof(secret, !client, ourNonce, peerNonce));
+            boolean good = MessageDigest.isEqual(theirs, mac(secret, client ? 'S' : 'C', transcript, NO_BYTES));
             out.writeByte(good ? OK : REJECT);
             out.flush();
             if (!good) {
@@ -181,6 +184,9 @@ final class Handshake {
 
         out.writeInt(ourAddress.length);
         out.write(ourAddress);
+        if (secret != null) { // the address is the one the proven peer sent, not a relay's
+            out.write(mac(secret, client ? 'c' : 's', transcript, ourAddress));
+        }
         out.flush();
         int len = in.readInt();
         if (len <= 0 || len > MAX_ADDRESS) {
@@ -190,17 +196,51 @@ final class Handshake {
         if (address.length != len) {
             throw new EOFException("handshake cut short");
         }
+        if (secret != null && !MessageDigest.isEqual(in.readNBytes(32),
+                mac(secret, client ? 's' : 'c', transcript, address))) {
+            throw fail(peerName, "the peer's worker address does not carry the shared secret's MAC (a relay between "
+                    + "two authenticated ends?)", Status.ERR_REJECTED);
+        }
         return new Peer(peerConnId, pid, host, address, in, out, timed);
     }
 
-    /** HMAC-SHA256 over a role label and both nonces (the verifier's first): no replay, no reflection. */
-    private static byte[] proof(byte[] secret, boolean fromClient, byte[] verifierNonce, byte[] proverNonce) {
+    private static final byte[] NO_BYTES = new byte[0];
+
+    /** A hello as it goes on the wire (also how a received one is re-encoded for the transcript). */
+    private static byte[] hello(int version, int flags, int connId, long pid, String host, String shm, byte[] nonce)
+            throws IOException {
+        java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream(96);
+        DataOutputStream d = new DataOutputStream(b);
+        d.writeInt(MAGIC);
+        d.writeShort(version);
+        d.writeShort(flags);
+        d.writeInt(connId);
+        d.writeLong(pid);
+        d.writeUTF(host);
+        d.writeUTF(shm);
+        d.write(nonce);
+        d.flush();
+        return b.toByteArray();
+    }
+
+    private static byte[] concat(byte[] a, byte[] b) {
+        byte[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
+    }
+
+    /**
+     * HMAC-SHA256 over a label (who says it, and what: 'C'/'S' a side's proof, 'c'/'s' its worker address), the
+     * handshake's transcript (both hellos, so both fresh nonces: no replay; the label: no reflection; the whole
+     * exchange: a relay that rewrites a hello fails) and {@code data}.
+     */
+    private static byte[] mac(byte[] secret, char label, byte[] transcript, byte[] data) {
         try {
             Mac mac = Mac.getInstance("HmacSHA256");
             mac.init(new SecretKeySpec(secret, "HmacSHA256"));
-            mac.update((byte) (fromClient ? 'C' : 'S'));
-            mac.update(verifierNonce);
-            mac.update(proverNonce);
+            mac.update((byte) label);
+            mac.update(transcript);
+            mac.update(data);
             return mac.doFinal();
         } catch (GeneralSecurityException e) {
             throw new IllegalStateException("HmacSHA256 unavailable", e);
