@@ -25,6 +25,7 @@ final class NioRuns {
             ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
             ByteBuffer cmd = ByteBuffer.allocateDirect(32);
             ByteBuffer buf = ByteBuffer.allocateDirect(64 << 20);
+            ByteBuffer out = ByteBuffer.allocateDirect(64 << 20); // a ping-pong answers from its own buffer
             ByteBuffer ack = ByteBuffer.allocateDirect(1);
             while (true) {
                 cmd.clear();
@@ -38,8 +39,8 @@ final class NioRuns {
                     for (long i = 0; i < total; i++) {
                         buf.clear().limit((int) size);
                         readFully(ch, buf);
-                        buf.flip();
-                        writeFully(ch, buf);
+                        out.clear().limit((int) size);
+                        writeFully(ch, out);
                     }
                 } else {
                     long left = size * total;
@@ -72,15 +73,16 @@ final class NioRuns {
 
     static Measurement latency(SocketChannel ch, long size, long iters, long warmup) throws IOException {
         ByteBuffer b = ByteBuffer.allocateDirect((int) size);
+        ByteBuffer out = ByteBuffer.allocateDirect((int) size); // sent from, as ucx_perftest's send buffer
         command(ch, UcxRuns.PING_PONG, size, iters + warmup);
         for (long i = 0; i < warmup; i++) {
-            pingPong(ch, b);
+            pingPong(ch, out, b);
         }
         Histogram h = new Histogram(3_600_000_000_000L, 3);
         long start = System.nanoTime();
         long t0 = start; // one clock read per iteration, as in UcxRuns
         for (long i = 0; i < iters; i++) {
-            pingPong(ch, b);
+            pingPong(ch, out, b);
             long t1 = System.nanoTime();
             h.recordValue((t1 - t0) / 2);
             t0 = t1;
@@ -105,11 +107,11 @@ final class NioRuns {
                 size * (double) iters / elapsed * 1e3, iters / (elapsed / 1e9));
     }
 
-    private static void pingPong(SocketChannel ch, ByteBuffer b) throws IOException {
-        b.clear();
-        writeFully(ch, b);
-        b.clear();
-        readFully(ch, b);
+    private static void pingPong(SocketChannel ch, ByteBuffer out, ByteBuffer in) throws IOException {
+        out.clear();
+        writeFully(ch, out);
+        in.clear();
+        readFully(ch, in);
     }
 
     private static void command(SocketChannel ch, long mode, long size, long total) throws IOException {

@@ -38,6 +38,9 @@ final class UcxRuns {
             MemorySegment cmd = arena.allocate(32);
             MemorySegment ack = arena.allocate(8);
             MemorySegment buf = arena.allocate(64L << 20, 4096);
+            // a ping-pong answers from a buffer of its own, as ucx_perftest's does (one buffer for both would keep
+            // large messages in cache that perftest's must fetch)
+            MemorySegment outBuf = arena.allocate(64L << 20, 4096);
             while (true) {
                 ep.recv(cmd, CTRL, Duration.ofHours(1));
                 long word = cmd.getAtIndex(ValueLayout.JAVA_LONG, 0);
@@ -47,11 +50,12 @@ final class UcxRuns {
                 long total = cmd.getAtIndex(ValueLayout.JAVA_LONG, 2);
                 int window = (int) cmd.getAtIndex(ValueLayout.JAVA_LONG, 3);
                 MemorySegment b = buf.asSlice(0, size);
+                MemorySegment out = outBuf.asSlice(0, size);
                 if (mode == QUIT) {
                     return;
                 }
                 switch (api) {
-                    case TAG -> serveTag(ucx, ep, mode, b, total, window);
+                    case TAG -> serveTag(ucx, ep, mode, b, out, total, window);
                     case AM -> {
                         for (long i = 0; i < total; i++) {
                             try (AmMessage m = ep.amRecv()) {
@@ -65,7 +69,7 @@ final class UcxRuns {
                         for (long i = 0; i < total; i++) {
                             ep.streamRecv(b);
                             if (mode == PING_PONG) {
-                                ep.streamSend(b);
+                                ep.streamSend(out);
                             }
                         }
                     }
@@ -87,7 +91,8 @@ final class UcxRuns {
 
     private static final MemorySegment EMPTY = MemorySegment.ofArray(new byte[0]);
 
-    private static void serveTag(Ucx ucx, Endpoint ep, long mode, MemorySegment b, long total, int window) {
+    private static void serveTag(Ucx ucx, Endpoint ep, long mode, MemorySegment b, MemorySegment out, long total,
+            int window) {
         if (mode == PING_PONG || b.byteSize() < PREPOST_MIN) {
             // one receive at a time (ucx_perftest keeps 32 posted, but a window of async receives costs ucx4j an
             // op and an upcall per message); small messages are taken from UCX's unexpected queue by their probe
@@ -95,7 +100,7 @@ final class UcxRuns {
             for (long i = 0; i < total; i++) {
                 ep.recv(b, DATA);
                 if (mode == PING_PONG) {
-                    ep.send(b, DATA);
+                    ep.send(out, DATA);
                 }
             }
             return;
@@ -130,6 +135,7 @@ final class UcxRuns {
     static Measurement latency(Api api, Endpoint ep, long size, long iters, long warmup) {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment b = arena.allocate(Math.max(1, size), 4096).asSlice(0, size);
+            MemorySegment out = arena.allocate(Math.max(1, size), 4096).asSlice(0, size); // sent from, as perftest
             RemoteKey key = null;
             if (api == Api.RMA) {
                 command(ep, arena, api, PING_PONG, size, 0, 1);
@@ -138,7 +144,7 @@ final class UcxRuns {
                 command(ep, arena, api, PING_PONG, size, iters + warmup, 1);
             }
             for (long i = 0; i < warmup; i++) {
-                roundTrip(api, ep, b, key);
+                roundTrip(api, ep, b, out, key);
             }
             Histogram h = new Histogram(3_600_000_000_000L, 3);
             int div = api == Api.RMA ? 1 : 2;
@@ -146,7 +152,7 @@ final class UcxRuns {
             long start = System.nanoTime();
             long t0 = start;
             for (long i = 0; i < iters; i++) {
-                roundTrip(api, ep, b, key);
+                roundTrip(api, ep, b, out, key);
                 long t1 = System.nanoTime();
                 h.recordValue((t1 - t0) / div);
                 t0 = t1;
@@ -162,18 +168,18 @@ final class UcxRuns {
         }
     }
 
-    private static void roundTrip(Api api, Endpoint ep, MemorySegment b, RemoteKey key) {
+    private static void roundTrip(Api api, Endpoint ep, MemorySegment b, MemorySegment out, RemoteKey key) {
         switch (api) {
             case TAG -> {
-                ep.send(b, DATA);
+                ep.send(out, DATA);
                 ep.recv(b, DATA);
             }
             case AM -> {
-                ep.amSend(EMPTY, b);
+                ep.amSend(EMPTY, out);
                 ep.amRecv().close();
             }
             case STREAM -> {
-                ep.streamSend(b);
+                ep.streamSend(out);
                 ep.streamRecv(b);
             }
             case RMA -> ep.get(b, key, 0);
