@@ -113,8 +113,10 @@ final class SparkJoinDriver {
                     waitUcx == 0 ? "-" : String.format(Locale.ROOT, "%.2fx", waitSort / waitUcx), waitSort, waitUcx);
             for (int r = 0; r < rounds.size(); r++) {
                 Round round = rounds.get(r);
-                System.out.printf(Locale.ROOT, "%-18s | end to end %.2fx | fetch wait %.2fx   (%s)%n",
-                        "  round " + (r + 1), round.endToEnd(), round.fetchWait(), String.join(" then ", round.order()));
+                System.out.printf(Locale.ROOT, "%-18s | end to end %.2fx | fetch wait %s   (%s)%n",
+                        "  round " + (r + 1), round.endToEnd(), Double.isFinite(round.fetchWait())
+                                ? String.format(Locale.ROOT, "%.2fx", round.fetchWait()) : "-",
+                        String.join(" then ", round.order()));
             }
             System.out.println("(medians of every timed iteration; above 1x means ucx4j is faster / waits less)");
         }
@@ -160,6 +162,8 @@ final class SparkJoinDriver {
             Dataset<Row> joined = left.join(right, "key").sort("key");
 
             long matched = left.join(right, "key").count(); // a check both backends agree (shuffles keys only)
+            spark.sparkContext().listenerBus().waitUntilEmpty();
+            listener.snapshotAndReset(); // the check's tasks count in no iteration
             List<Iteration> warm = new ArrayList<>();
             for (int i = 0; i < o.warmup; i++) { // the timed query itself: its large blocks take other code paths
                 long t0 = System.nanoTime();
