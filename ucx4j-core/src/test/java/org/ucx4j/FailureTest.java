@@ -323,6 +323,22 @@ class FailureTest {
         });
     }
 
+    /**
+     * UCX leaves the JVM's signals alone: a process with UCX loaded still ends on SIGHUP, running its shutdown hooks
+     * (libucs's default debug signal, SIGHUP, replaced the JVM's handler, so the process went on running).
+     */
+    @Test
+    void aHangUpStillEndsTheProcessTheJvmWay() throws Exception {
+        try (Peer p = Peer.start("hangup")) {
+            p.await("READY");
+            Process kill = new ProcessBuilder("kill", "-HUP", String.valueOf(p.process.pid())).start();
+            assertEquals(0, kill.waitFor());
+            List<String> out = p.awaitExit();
+            assertEquals(129, p.process.waitFor(), "128 + SIGHUP: the JVM's handler ended it");
+            assertTrue(out.contains("HOOK"), "the shutdown hooks ran: " + out);
+        }
+    }
+
     /** Every worker-level receive is canceled when the worker closes, and the close does not wait for them. */
     @Test
     void closingUcxCancelsEveryWorkerLevelReceive() throws Exception {
@@ -386,6 +402,37 @@ class FailureTest {
             assertEquals(2, r.get(10, TimeUnit.SECONDS));
             assertArrayEquals(new byte[] {4, 2}, got);
         });
+    }
+
+    /**
+     * A UCX install named by {@code ucx4j.ucx.home} is loaded whole: libucm and libuct come from it too, not from the
+     * system's UCX the dynamic linker would otherwise find (a mixed install: a missing symbol aborts the process).
+     */
+    @Test
+    void anInstallDirIsLoadedWhole(@org.junit.jupiter.api.io.TempDir java.nio.file.Path home) throws Exception {
+        java.nio.file.Path sys = null;
+        for (String d : List.of("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")) {
+            if (java.nio.file.Files.exists(java.nio.file.Path.of(d, "libuct.so.0"))) {
+                sys = java.nio.file.Path.of(d);
+                break;
+            }
+        }
+        org.junit.jupiter.api.Assumptions.assumeTrue(sys != null, "no system UCX to copy");
+        java.nio.file.Path lib = java.nio.file.Files.createDirectories(home.resolve("lib"));
+        for (String name : List.of("libucm.so.0", "libucs.so.0", "libuct.so.0", "libucp.so.0")) {
+            java.nio.file.Files.copy(sys.resolve(name).toRealPath(), lib.resolve(name));
+        }
+        try (Peer p = Peer.start(Map.of(), List.of("-Ducx4j.ucx.home=" + home), "loaded-libraries")) {
+            List<String> out = p.awaitExit();
+            List<String> libs = out.stream().filter(l -> l.startsWith("LIB ")).map(l -> l.substring(4)).toList();
+            for (String name : List.of("libucm", "libucs", "libuct", "libucp")) {
+                assertTrue(libs.stream().anyMatch(l -> l.contains(name)), name + " not mapped: " + out);
+            }
+            for (String l : libs) {
+                assertTrue(l.startsWith(lib.toRealPath().toString()) || l.startsWith(lib.toString()),
+                        "loaded from outside the install: " + l);
+            }
+        }
     }
 
     @Test

@@ -17,6 +17,23 @@ public final class PeerMain {
                 System.out.println("AVAILABLE " + Ucx.isAvailable());
                 System.out.println("CAUSE " + Ucx.unavailabilityCause());
             }
+            case "hangup" -> { // UCX loaded and open, then wait for a signal: the JVM's own handling must run
+                Runtime.getRuntime().addShutdownHook(new Thread(() -> System.out.println("HOOK")));
+                try (Ucx ucx = Ucx.open(opts)) {
+                    System.out.println("READY " + ucx.version());
+                    Thread.sleep(60_000);
+                }
+            }
+            case "loaded-libraries" -> { // the UCX libraries this process mapped once UCX is loaded
+                System.out.println("AVAILABLE " + Ucx.isAvailable());
+                for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/maps"))) {
+                    int slash = line.indexOf('/');
+                    if (slash >= 0 && line.matches(".*/libuc[mpst]\\.so.*")) {
+                        System.out.println("LIB " + line.substring(slash));
+                    }
+                }
+                System.out.println("END");
+            }
             case "close-wake-race" -> closeWakeRace(opts);
             case "environment-defaults" -> { // [OPTION VALUE]: the defaults in effect once open, then an echo
                 UcxOptions o = args.length > 2 ? opts.with(args[1], args[2]) : opts;

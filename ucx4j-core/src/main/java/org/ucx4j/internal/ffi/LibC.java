@@ -57,6 +57,10 @@ final class LibC {
         try (Arena a = Arena.ofConfined()) {
             // HotSpot owns SIGSEGV/SIGBUS/SIGILL/SIGFPE; UCX must not install its handlers over them.
             int rc = (int) setenv.invokeExact(a.allocateFrom("UCX_ERROR_SIGNALS"), a.allocateFrom(""), 1);
+            // and libucs's load-time debug signal (SIGHUP by default, 1.13 to 1.20) would replace the JVM's SIGHUP
+            // handler, so a hang-up no longer ran shutdown hooks and ended the process but turned on UCX's packet
+            // tracing; 0: none (a user's UCX_DEBUG_SIGNO wins)
+            int rd = (int) setenv.invokeExact(a.allocateFrom("UCX_DEBUG_SIGNO"), a.allocateFrom("0"), 0);
             // ucx4j's defaults, as environment defaults so the user's UCX_* variables win (overwrite = 0). Transport
             // options (POSIX_*) must come from the environment: ucp_config_modify cannot reach UCT iface tables.
             MethodHandle getenv = NativeAccess.downcall(libc, "getenv", FunctionDescriptor.of(ADDRESS, ADDRESS));
@@ -76,7 +80,7 @@ final class LibC {
             }
             // UCX's config parser reads numbers with strtod: force the C numeric locale.
             MemorySegment prev = (MemorySegment) setlocale.invokeExact(LC_NUMERIC, a.allocateFrom("C"));
-            if (rc != 0 || prev.address() == 0) {
+            if (rc != 0 || rd != 0 || prev.address() == 0) {
                 throw new IllegalStateException("could not prepare the process environment for UCX");
             }
         }

@@ -40,10 +40,20 @@ final class UcxLibrary {
                 throw new UnsatisfiedLinkError("no libucp.so under " + home + " (set by " + HOME_PROPERTY + " or "
                         + HOME_ENV + "); point it at a UCX >= 1.13 install prefix, or unset it to use the system's UCX");
             }
-            // libucs first so libucp's dependency resolves to the same install.
+            // every UCX library by path, dependencies first: the dynamic linker then resolves libucp's and libucs's
+            // dependencies to the ones already loaded (same SONAME) instead of searching LD_LIBRARY_PATH, the
+            // RUNPATH and ld.so.cache, which on a host with another UCX found its libuct/libucm (a mixed install:
+            // an abort on the first missing symbol, or silent ABI mismatches)
+            for (String dep : List.of("libucm.so", "libucs.so", "libuct.so")) {
+                Path p = pick(dir, dep);
+                if (Files.exists(p)) {
+                    NativeAccess.libraryByPath(p);
+                }
+            }
             SymbolLookup ucs = NativeAccess.libraryByPath(pick(dir, "libucs.so"));
-            SymbolLookup ucp = NativeAccess.libraryByPath(pick(dir, "libucp.so"));
-            return new UcxLibrary(ucp, ucs, dir.resolve("libucp.so").toString());
+            Path ucpPath = pick(dir, "libucp.so");
+            SymbolLookup ucp = NativeAccess.libraryByPath(ucpPath);
+            return new UcxLibrary(ucp, ucs, ucpPath.toString());
         }
         SymbolLookup ucs = byName("libucs.so.0", "libucs.so");
         SymbolLookup ucp = byName("libucp.so.0", "libucp.so");
