@@ -471,7 +471,7 @@ public final class Engine {
     public long tagRecvNow(EndpointCore ep, long address, long length, long tag, long timeoutNanos) {
         boolean borrowed = false;
         if (Thread.currentThread() != owner) {
-            if (!borrowFor(ep)) {
+            if (!borrowFor(ep, timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos)) {
                 return NOT_NOW;
             }
             borrowed = true;
@@ -507,8 +507,13 @@ public final class Engine {
      * The call then costs no hand-off to the progress thread and back: no queue, no op, no upcall.
      */
     private boolean borrowFor(EndpointCore ep) {
-        return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers) && borrow()
-                && drainedOrGiveBack();
+        return borrowFor(ep, Long.MAX_VALUE);
+    }
+
+    /** {@link #borrowFor(EndpointCore)} by a call that must end by {@code deadline}. */
+    private boolean borrowFor(EndpointCore ep, long deadline) {
+        return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers)
+                && borrowBy(deadline) && drainedOrGiveBack();
     }
 
     /**
@@ -779,7 +784,7 @@ public final class Engine {
         if (Thread.currentThread() != owner) {
             // another thread borrows the worker and takes the message the same way while it arrives soon; after
             // that (or if it cannot borrow) it waits on a future the owner completes
-            if (ep == null ? borrow() && drainedOrGiveBack() : borrowFor(ep)) {
+            if (ep == null ? borrowBy(deadline) && drainedOrGiveBack() : borrowFor(ep, deadline)) {
                 try {
                     AmData m = takeDriving(ep, kind, timeoutNanos, deadline, what, true);
                     if (m != null) {
@@ -882,7 +887,7 @@ public final class Engine {
             if (stopRequested) {
                 stopOnCallerOwner(); // f ended by the close itself (a handler's call failed it): released now
             }
-        } else if (borrow()) {
+        } else if (borrowBy(deadline)) {
             try {
                 driveUntil(null, f, deadline, flags | INTERRUPTIBLE | BORROWED);
             } finally {
@@ -908,7 +913,7 @@ public final class Engine {
                     f.completeExceptionally(closedError(what));
                 }
             }
-        } else if (!f.isDone() && borrow()) { // as for an op (awaitDone)
+        } else if (!f.isDone() && borrowBy(deadline)) { // as for an op (awaitDone)
             try {
                 driveUntil(null, f, deadline, flags | STOPS | BORROWED);
             } finally {
@@ -1070,7 +1075,7 @@ public final class Engine {
                 stopOnCallerOwner(); // the op ended by the close itself: released on the way out
             }
         } else {
-            if (!op.done && borrow()) {
+            if (!op.done && borrowBy(deadline)) {
                 try {
                     driveUntil(op, null, deadline, flags | STOPS | BORROWED);
                 } finally {
@@ -1089,6 +1094,9 @@ public final class Engine {
                 if (!op.cancelRequested && now - deadline >= 0 && timeoutNanos >= 0) {
                     timedOut = true;
                     withdraw(op);
+                    if (op.done) {
+                        break; // taken back from the queue: ended here (before, the wait napped 100 ms first)
+                    }
                 }
                 if ((timedOut || interrupted) && leftToUcx(op)) {
                     break;
@@ -1365,6 +1373,11 @@ public final class Engine {
      */
     private boolean borrow(boolean wait) {
         return lending.borrow(wait);
+    }
+
+    /** {@link #borrow()} by a call that must end by {@code deadline} ({@code Long.MAX_VALUE}: none). */
+    private boolean borrowBy(long deadline) {
+        return lending.borrow(true, deadline);
     }
 
     Thread progressThread() {

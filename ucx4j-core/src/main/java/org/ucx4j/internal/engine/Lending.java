@@ -54,6 +54,15 @@ final class Lending {
      * done). Without {@code wait}, only a worker nobody drives now is taken, with no hand-over to wait for.
      */
     boolean borrow(boolean wait) {
+        return borrow(wait, Long.MAX_VALUE);
+    }
+
+    /**
+     * {@link #borrow(boolean)} for a call with a deadline ({@code System.nanoTime()} based; {@code Long.MAX_VALUE}:
+     * none): the wait for the hand-over ends by it too, so a short timeout is never stretched to the hand-over's
+     * own bound.
+     */
+    boolean borrow(boolean wait, long deadline) {
         Thread progressThread = engine.progressThread();
         if (!ENABLED || progressThread == null || engine.stopRequested) {
             return false;
@@ -92,8 +101,9 @@ final class Lending {
                 // a progress thread stuck in a duty cycle (a handler that blocks, say) or a closing worker never
                 // hands over, and an interrupt makes park return at once: withdraw the request (unless the hand-
                 // over won the race) and go the ordinary way, whose wait keeps the caller's deadline
+                long now = System.nanoTime();
                 if ((engine.stopRequested || engine.isTerminated() || me.isInterrupted()
-                        || System.nanoTime() - parkedSince > GRANT_MAX_NANOS)
+                        || now - parkedSince > GRANT_MAX_NANOS || deadline != Long.MAX_VALUE && now - deadline >= 0)
                         && state.compareAndSet(REQUESTED, RUNNING)) {
                     borrower.set(null);
                     return false;
