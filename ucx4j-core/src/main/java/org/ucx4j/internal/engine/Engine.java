@@ -1502,6 +1502,7 @@ public final class Engine {
                     continue;
                 }
                 if (progressOnce() == 0) {
+                    Thread.interrupted(); // its own flag: one a handler left set would turn every nap into a spin
                     idleStep(null);
                 } else {
                     idle = 0;

@@ -156,6 +156,9 @@ final class Lending {
         engine.setOwner(b); // everything done so far is visible to the borrower
         LockSupport.unpark(b);
         while (true) {
+            // the progress thread owns its interrupt flag: one left set (by a handler, say) would turn these naps
+            // into a spin beside the borrower's for as long as the loan lasts
+            Thread.interrupted();
             LockSupport.parkNanos(this, LENT_NAP_NANOS);
             if (state.get() == RETURNED && state.compareAndSet(RETURNED, RUNNING)) {
                 return true; // the borrower set owner back before it returned the worker
