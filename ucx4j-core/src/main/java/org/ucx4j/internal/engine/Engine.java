@@ -978,7 +978,6 @@ public final class Engine {
         }
     }
 
-    /** Runs a task on the owner thread. */
     /**
      * The application closed or aborted {@code ep} (perhaps after its peer had already ended it): the messages it
      * did not read are freed on the owner thread. Nothing once the worker is gone (its close freed them).
@@ -989,6 +988,7 @@ public final class Engine {
         }
     }
 
+    /** Runs a task on the owner thread. */
     public void execute(Runnable task) {
         Op op = new Op(this);
         op.kind = Op.TASK;
