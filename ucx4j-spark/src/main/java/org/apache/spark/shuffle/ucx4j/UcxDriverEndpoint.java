@@ -4,6 +4,7 @@ import java.io.Serializable;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
+import org.apache.spark.rpc.RpcAddress;
 import org.apache.spark.rpc.RpcCallContext;
 import org.apache.spark.rpc.RpcEnv;
 import org.apache.spark.rpc.ThreadSafeRpcEndpoint;
@@ -14,7 +15,10 @@ import scala.runtime.BoxedUnit;
 
 /**
  * The driver's directory of executors' ucx4j block servers: an executor registers its listener's host and port when
- * its shuffle transport starts, and a reducer asks for the address of the executor whose blocks it needs.
+ * its shuffle transport starts, and a reducer asks for the address of the executor whose blocks it needs. An entry
+ * goes when the RPC connection it was registered over does, which is how Spark's own scheduler learns that an
+ * executor is lost (a reducer then hears at once that no block server is known, instead of connecting to a dead
+ * one).
  */
 final class UcxDriverEndpoint implements ThreadSafeRpcEndpoint {
 
@@ -44,6 +48,8 @@ final class UcxDriverEndpoint implements ThreadSafeRpcEndpoint {
 
     private final RpcEnv rpcEnv;
     private final Map<String, Address> addresses = new ConcurrentHashMap<>();
+    /** Executor id per RPC sender that registered it (Spark's RPC delivers one message at a time here). */
+    private final Map<RpcAddress, String> registeredBy = new ConcurrentHashMap<>();
 
     UcxDriverEndpoint(RpcEnv rpcEnv) {
         this.rpcEnv = rpcEnv;
@@ -66,7 +72,13 @@ final class UcxDriverEndpoint implements ThreadSafeRpcEndpoint {
             public <A1, B1> B1 applyOrElse(A1 message, scala.Function1<A1, B1> otherwise) {
                 switch (message) {
                     case Register r -> {
-                        addresses.put(r.address().executorId(), r.address());
+                        String id = r.address().executorId();
+                        addresses.put(id, r.address());
+                        RpcAddress sender = context.senderAddress();
+                        if (sender != null) { // null: the driver's own (local) registration
+                            registeredBy.values().remove(id); // re-registered over another connection
+                            registeredBy.put(sender, id);
+                        }
                         context.reply(Boolean.TRUE);
                     }
                     case Lookup l -> {
@@ -82,5 +94,19 @@ final class UcxDriverEndpoint implements ThreadSafeRpcEndpoint {
                 return unit;
             }
         };
+    }
+
+    /** The connection an executor registered over is gone (the executor is, for Spark's scheduler, lost). */
+    @Override
+    public void onDisconnected(RpcAddress remoteAddress) {
+        String id = registeredBy.remove(remoteAddress);
+        if (id != null) {
+            addresses.remove(id);
+        }
+    }
+
+    /** Whether an executor's block server is known (for tests). */
+    boolean knows(String executorId) {
+        return addresses.containsKey(executorId);
     }
 }
