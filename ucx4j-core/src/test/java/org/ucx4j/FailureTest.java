@@ -168,6 +168,35 @@ class FailureTest {
     }
 
     @Test
+    void aConnectionWhoseHandshakeEndsAfterTheListenerClosedReachesNoHandler() throws Exception {
+        CompletableFuture<Void> reached = new CompletableFuture<>();
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicInteger handled = new java.util.concurrent.atomic.AtomicInteger();
+        org.ucx4j.internal.engine.TestHooks.beforeHandOver(() -> {
+            reached.complete(null);
+            try {
+                release.await(20, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open()) {
+            Listener l = b.listen(0, ep -> handled.incrementAndGet());
+            CompletableFuture<Endpoint> connecting = a.connectAsync("127.0.0.1", l.port());
+            reached.get(20, TimeUnit.SECONDS); // handshake done, not yet handed to the handler
+            l.close();
+            release.countDown();
+            Endpoint client = connecting.get(20, TimeUnit.SECONDS);
+            UcxException e = assertThrows(UcxException.class, () -> client.recv(new byte[8], 1, T));
+            assertInstanceOf(ConnectionResetException.class, e, e.toString());
+            assertEquals(0, handled.get(), "a handler ran after its listener closed");
+        } finally {
+            org.ucx4j.internal.engine.TestHooks.beforeHandOver(null);
+            release.countDown();
+        }
+    }
+
+    @Test
     void closeCancelsPendingReceiveAndFailsLaterCalls() throws Exception {
         pair((a, b, client, server) -> {
             CompletableFuture<Throwable> closedCb = new CompletableFuture<>();

@@ -136,11 +136,13 @@ public final class Bootstrap {
             LOG.warn("ucx4j: rejected incoming connection from {}: {}", peer, t.getMessage());
             return;
         }
-        if (l.isClosed()) {
-            engine.connections.abortEndpoint(c);
-            return;
+        Runnable hook = TestHooks.beforeHandOver;
+        if (hook != null) {
+            hook.run();
         }
-        l.onConnection.accept(c);
+        if (!l.handOver(c)) { // closed while this handshake ran: the peer's endpoint fails, no handler sees it
+            engine.connections.abortEndpoint(c);
+        }
     }
 
     /** Handshake, UCX endpoint creation, liveness watch. */

@@ -34,9 +34,23 @@ public final class ListenerCore {
         return engine;
     }
 
-    /** Stops accepting; idempotent. Endpoints already accepted stay open. */
+    /**
+     * Hands a connection whose handshake finished to the application, unless this listener is closed: atomic with
+     * {@link #close}, so no handler starts once {@code close()} has returned.
+     */
+    synchronized boolean handOver(EndpointCore c) {
+        if (closed) {
+            return false;
+        }
+        onConnection.accept(c); // starts the handler's thread: quick
+        return true;
+    }
+
+    /** Stops accepting; idempotent. Endpoints already accepted stay open, and no handler starts after it returns. */
     public void close() {
-        closed = true;
+        synchronized (this) {
+            closed = true;
+        }
         Bootstrap.closeQuietly(socket);
         engine.connections.untrack(this);
     }

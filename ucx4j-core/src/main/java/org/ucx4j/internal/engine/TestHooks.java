@@ -76,6 +76,13 @@ public final class TestHooks {
         dropNumbers.set(n);
     }
 
+    /** Runs on an accepted connection's thread after its handshake, right before it goes to the listener's handler. */
+    static volatile Runnable beforeHandOver;
+
+    public static void beforeHandOver(Runnable hook) {
+        beforeHandOver = hook;
+    }
+
     /** Endpoints kept open after their handshake was lost ({@link Connections#park}), all engines. */
     static final java.util.concurrent.atomic.AtomicInteger parked = new java.util.concurrent.atomic.AtomicInteger();
 
