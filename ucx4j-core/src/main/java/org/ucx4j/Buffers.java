@@ -37,7 +37,7 @@ final class Buffers {
     }
 
     /** UCX must never see memory whose arena was closed: it may be unmapped or reused. */
-    private static MemorySegment alive(MemorySegment seg) {
+    static MemorySegment alive(MemorySegment seg) {
         if (!seg.scope().isAlive()) {
             throw new IllegalStateException("the memory segment's arena is already closed");
         }

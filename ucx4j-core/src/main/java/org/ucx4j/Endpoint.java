@@ -126,9 +126,18 @@ public final class Endpoint implements AutoCloseable {
     }
 
     public void sendTagged(byte[] buf, long tag) {
+        sendTagged(buf, tag, -1);
+    }
+
+    /** {@link #sendTagged(byte[], long)} within {@code timeout} (as a timed-out send, it aborts the endpoint). */
+    public void sendTagged(byte[] buf, long tag, Duration timeout) {
+        sendTagged(buf, tag, Buffers.nanos(timeout));
+    }
+
+    private void sendTagged(byte[] buf, long tag, long timeoutNanos) {
         long wt = workerTag(tag);
         long copy = Buffers.copyIn(buf);
-        sendBlocking(engine.tagSend(core, copy, buf.length, wt, copy, true), -1);
+        sendBlocking(engine.tagSend(core, copy, buf.length, wt, copy, true), timeoutNanos);
     }
 
     private CompletableFuture<Long> sendSegmentAsync(MemorySegment seg, long wireTag) {
@@ -317,11 +326,14 @@ public final class Endpoint implements AutoCloseable {
     }
 
     public void streamSend(MemorySegment buf) {
-        streamSend(buf, null);
+        streamSend(buf, -1);
     }
 
     public void streamSend(MemorySegment buf, Duration timeout) {
-        long t = timeout == null ? -1 : Buffers.nanos(timeout);
+        streamSend(buf, Buffers.nanos(timeout));
+    }
+
+    private void streamSend(MemorySegment buf, long t) {
         MemorySegment seg = Buffers.segment(buf, false);
         Op op = startStreamSend(seg, true);
         if (op != InCall.SENT) {
@@ -345,11 +357,20 @@ public final class Endpoint implements AutoCloseable {
     }
 
     public void streamSend(byte[] buf) {
+        streamSend(buf, -1);
+    }
+
+    /** {@link #streamSend(byte[])} within {@code timeout} (as a timed-out stream send, it aborts the endpoint). */
+    public void streamSend(byte[] buf, Duration timeout) {
+        streamSend(buf, Buffers.nanos(timeout));
+    }
+
+    private void streamSend(byte[] buf, long timeoutNanos) {
         ucx.checkOpen();
         long copy = Buffers.copyIn(buf);
         Op op = engine.streamSend(core, copy, buf.length, copy, true);
         engine.submit(op);
-        engine.await(op, -1);
+        engine.await(op, timeoutNanos);
     }
 
     /** Receives exactly {@code buf.byteSize()} stream bytes. */
@@ -384,6 +405,15 @@ public final class Endpoint implements AutoCloseable {
 
     /** Receives exactly {@code buf.length} stream bytes into the array. */
     public long streamRecv(byte[] buf) {
+        return streamRecv(buf, -1);
+    }
+
+    /** {@link #streamRecv(byte[])} within {@code timeout} (as a timed-out stream receive, it aborts the endpoint). */
+    public long streamRecv(byte[] buf, Duration timeout) {
+        return streamRecv(buf, Buffers.nanos(timeout));
+    }
+
+    private long streamRecv(byte[] buf, long timeoutNanos) {
         ucx.checkOpen();
         if (Objects.requireNonNull(buf, "buffer").length == 0) {
             throw new IllegalArgumentException("a stream receive needs room for at least one byte");
@@ -391,7 +421,7 @@ public final class Endpoint implements AutoCloseable {
         long staging = Buffers.staging(buf);
         Op op = engine.streamRecv(core, staging, buf.length, true, staging, buf, true);
         engine.submit(op);
-        return engine.await(op, -1);
+        return engine.await(op, timeoutNanos);
     }
 
     private Op streamRecvOp(MemorySegment buf, boolean waitAll, boolean blocking) {
@@ -439,8 +469,8 @@ public final class Endpoint implements AutoCloseable {
      * where this thread owns (or borrows) the worker ({@link InCall#SENT}).
      */
     private Op startAmSend(MemorySegment header, MemorySegment payload, boolean blocking) {
-        Objects.requireNonNull(header, "header");
-        Objects.requireNonNull(payload, "payload");
+        Buffers.alive(Objects.requireNonNull(header, "header"));
+        Buffers.alive(Objects.requireNonNull(payload, "payload"));
         ucx.checkOpen();
         boolean borrowed = engine.enterCall(core, blocking);
         Op op = null;
@@ -459,6 +489,12 @@ public final class Endpoint implements AutoCloseable {
                 MemorySegment.ofArray(Objects.requireNonNull(payload, "payload")));
     }
 
+    /** {@link #amSend(byte[], byte[])} within {@code timeout} (as a timed-out send, it aborts the endpoint). */
+    public void amSend(byte[] header, byte[] payload, Duration timeout) {
+        amSend(MemorySegment.ofArray(Objects.requireNonNull(header, "header")),
+                MemorySegment.ofArray(Objects.requireNonNull(payload, "payload")), timeout);
+    }
+
     /**
      * Hands every active message of this endpoint to {@code handler} as it lands, on the thread driving the worker
      * (its progress thread, or a thread that borrowed the worker for a blocking call), in arrival order, instead of keeping it for {@link #amRecv()}; messages that arrived earlier go first. Saves
@@ -472,6 +508,10 @@ public final class Endpoint implements AutoCloseable {
     public void onActiveMessage(java.util.function.Consumer<AmMessage> handler) {
         Objects.requireNonNull(handler, "handler");
         ucx.checkOpen();
+        if (core.isRaw()) { // before the claim: the endpoint is left as it was
+            throw new IllegalStateException("a raw endpoint's peer sends plain UCX active messages, which carry no "
+                    + "ucx4j connection to tell its endpoint by: handle them with Ucx.amRecv()");
+        }
         if (!core.claimAmHandler()) {
             throw new IllegalStateException("this endpoint already has an active-message handler");
         }
@@ -583,6 +623,7 @@ public final class Endpoint implements AutoCloseable {
             throw new IllegalArgumentException(frames.size() + " frames, more than maxFrames " + max);
         }
         List<MemorySegment> copy = List.copyOf(frames); // null frames rejected here
+        copy.forEach(Buffers::alive);
         ucx.checkOpen();
         Op op = AmSend.frames(core, copy, blocking);
         Ucx.keepAlive(op, copy);
@@ -632,6 +673,7 @@ public final class Endpoint implements AutoCloseable {
     }
 
     private Op objectOp(MemorySegment object, boolean blocking) {
+        Buffers.alive(object);
         ucx.checkOpen();
         Op op = AmSend.object(core, object, blocking);
         Ucx.keepAlive(op, object);

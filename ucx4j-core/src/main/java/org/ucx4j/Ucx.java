@@ -267,6 +267,7 @@ public final class Ucx implements AutoCloseable {
      */
     public Endpoint connect(String host, int port, Duration timeout) {
         long t = Buffers.nanos(timeout);
+        engine.checkMayBlock("connect"); // refused inside UCX's progress (connectAsync works there)
         CompletableFuture<Endpoint> f = connectAsync(host, port, t);
         try {
             return awaitFuture(f, t);
@@ -296,7 +297,13 @@ public final class Ucx implements AutoCloseable {
             throw new IllegalArgumentException("port out of range: " + port);
         }
         SafeFuture<EndpointCore> f = Bootstrap.connect(engine, host, port, timeoutNanos);
-        SafeFuture<Endpoint> result = new SafeFuture<>(engine.executor());
+        // a wait on it drives the worker (caller mode's owner thread too); cancelling it abandons the handshake
+        SafeFuture<Endpoint> result = new org.ucx4j.internal.engine.EngineFuture<>(engine);
+        result.whenComplete((ep, e) -> {
+            if (result.isCancelled()) {
+                f.cancel(false);
+            }
+        });
         f.whenComplete((c, e) -> {
             if (e != null) {
                 result.completeExceptionally(e);
@@ -328,6 +335,7 @@ public final class Ucx implements AutoCloseable {
     public Endpoint connect(WorkerAddress address) {
         checkOpen();
         Objects.requireNonNull(address, "address");
+        engine.checkMayBlock("connect");
         SafeFuture<EndpointCore> f = engine.attachRaw(address.raw());
         EndpointCore c;
         try {

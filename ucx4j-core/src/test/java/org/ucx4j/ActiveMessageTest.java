@@ -637,7 +637,8 @@ class ActiveMessageTest {
             assertThrows(IllegalStateException.class, raw::amRecvAsync);
             assertThrows(IllegalStateException.class, () -> raw.recvFrames(Duration.ofSeconds(1)));
             assertThrows(IllegalStateException.class, () -> raw.recvObject(Duration.ofSeconds(1)));
-            raw.amSend(new byte[] {7}, new byte[] {8, 9});
+            assertThrows(IllegalStateException.class, () -> raw.onActiveMessage(m -> { }));
+            raw.amSend(new byte[] {7}, new byte[] {8, 9}, T);
             try (AmMessage m = b.amRecv(T)) { // the worker-level receive still gets it
                 assertArrayEquals(new byte[] {7}, m.headerBytes());
             }

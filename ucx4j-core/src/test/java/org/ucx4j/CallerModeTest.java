@@ -72,6 +72,23 @@ class CallerModeTest {
     }
 
     @Test
+    void futuresOfConnectAndCloseDriveTheWorkerWhenItsOwnerWaits() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Ucx other = Ucx.open(); Listener l = other.listen(0, ep -> {})) {
+                // the handshake needs this worker to create its endpoint: only the waiting owner can progress it
+                Endpoint second = a.connectAsync("127.0.0.1", l.port()).get(10, TimeUnit.SECONDS);
+                assertTrue(second.isAlive());
+                second.closeAsync().get(10, TimeUnit.SECONDS);
+                assertTrue(second.isClosed());
+            }
+            client.closeAsync().get(10, TimeUnit.SECONDS);
+            assertTrue(client.isClosed());
+            UcxException e = assertThrows(UcxException.class, () -> server.recv(new byte[1], 5, T));
+            assertInstanceOf(ConnectionResetException.class, e, e.toString());
+        });
+    }
+
+    @Test
     void receiveOfAMessageAlreadyWaitingTakesItByHandle() throws Exception {
         withCallerClient((a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {

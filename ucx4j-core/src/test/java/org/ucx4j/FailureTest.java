@@ -433,6 +433,17 @@ class FailureTest {
             assertThrows(IllegalArgumentException.class, () -> server.recv(new byte[4], 0, Duration.ofSeconds(-1)));
             assertThrows(IllegalArgumentException.class, () -> client.sendTagged(new byte[1], -5));
             assertThrows(IllegalArgumentException.class, () -> a.connect("127.0.0.1", 0));
+            // a null or negative timeout is refused by every Duration form, never taken as "no timeout"
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment eight = arena.allocate(8);
+                assertThrows(NullPointerException.class, () -> client.streamSend(eight, null));
+                assertThrows(NullPointerException.class, () -> client.streamSend(new byte[1], null));
+                assertThrows(IllegalArgumentException.class,
+                        () -> client.streamSend(new byte[1], Duration.ofSeconds(-1)));
+                assertThrows(NullPointerException.class, () -> server.streamRecv(new byte[1], null));
+                assertThrows(NullPointerException.class, () -> client.sendTagged(new byte[1], 5, null));
+                assertThrows(NullPointerException.class, () -> client.amSend(new byte[1], new byte[1], null));
+            }
             // nothing was lost or corrupted: the pair still works
             byte[] got = new byte[2];
             CompletableFuture<Long> r = server.recvAsync(got, 0);

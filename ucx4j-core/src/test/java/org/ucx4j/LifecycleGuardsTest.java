@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -97,6 +98,7 @@ class LifecycleGuardsTest {
                 // dependent runs right there, where a blocking receive would have to progress the worker again
                 CompletableFuture<Long> s = server.sendAsync(Data.pattern(arena, 1 << 20, 1), 1);
                 CompletableFuture<Throwable> seenGet = new CompletableFuture<>();
+                CompletableFuture<Throwable> seenConnect = new CompletableFuture<>();
                 CompletableFuture.allOf(s).thenRun(() -> {
                     try {
                         server.recv(other, 2, Duration.ofSeconds(1));
@@ -111,6 +113,12 @@ class LifecycleGuardsTest {
                     } catch (Throwable t) {
                         seenGet.complete(t);
                     }
+                    try { // and so is connecting (its wait would progress the worker too)
+                        b.connect("127.0.0.1", 9, Duration.ofSeconds(1)).abort();
+                        seenConnect.complete(null);
+                    } catch (Throwable t) {
+                        seenConnect.complete(t);
+                    }
                 });
                 assertEquals(1 << 20, client.recv(big, 1, T));
                 Data.verify(big, 1 << 20, 1);
@@ -121,6 +129,8 @@ class LifecycleGuardsTest {
                 Throwable g = seenGet.get(10, TimeUnit.SECONDS);
                 assertInstanceOf(IllegalStateException.class, g);
                 assertTrue(g.getMessage().contains("waiting on its future"), g.getMessage());
+                Throwable c = seenConnect.get(10, TimeUnit.SECONDS);
+                assertInstanceOf(IllegalStateException.class, c);
                 // and the endpoint still works
                 client.send(Data.pattern(arena, 8, 2), 2);
                 assertEquals(8, server.recv(other, 2, T));
@@ -156,7 +166,18 @@ class LifecycleGuardsTest {
             assertThrows(IllegalStateException.class, () -> server.recvAsync(s, 1));
             assertThrows(IllegalStateException.class, () -> client.send(bb, 1));
             assertThrows(IllegalStateException.class, () -> b.registerMemory(s));
+            // payloads UCX reads by address: active messages (payload or header), frames, objects, streams
+            MemorySegment header = MemorySegment.ofArray(new byte[1]);
+            assertThrows(IllegalStateException.class, () -> client.amSendAsync(header, s));
+            assertThrows(IllegalStateException.class, () -> client.amSend(header, s));
+            assertThrows(IllegalStateException.class, () -> client.amSendAsync(s, header));
+            assertThrows(IllegalStateException.class, () -> client.sendFrames(List.of(header, s)));
+            assertThrows(IllegalStateException.class, () -> client.sendObject(s));
+            assertThrows(IllegalStateException.class, () -> client.streamSendAsync(s));
             assertTrue(client.isAlive());
+            // nothing reached the peer
+            assertThrows(UcxTimeoutException.class, () -> server.amRecv(Duration.ofMillis(200)));
+            assertThrows(UcxTimeoutException.class, () -> server.recvFrames(Duration.ofMillis(200)));
         });
     }
 

@@ -44,7 +44,7 @@ class MessagingTest {
                 }
                 // no message boundaries: two sends, read in pieces of whatever is there
                 client.streamSend(new byte[] {1, 2, 3});
-                client.streamSend(new byte[] {4, 5});
+                client.streamSend(new byte[] {4, 5}, T);
                 MemorySegment got = arena.allocate(5);
                 long n = 0;
                 while (n < 5) {
@@ -53,6 +53,10 @@ class MessagingTest {
                     n += k;
                 }
                 assertArrayEquals(new byte[] {1, 2, 3, 4, 5}, got.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
+                client.streamSend(new byte[] {6, 7}, T);
+                byte[] two = new byte[2];
+                assertEquals(2, server.streamRecv(two, T));
+                assertArrayEquals(new byte[] {6, 7}, two);
                 assertThrows(IllegalArgumentException.class, () -> server.streamRecv(arena.allocate(0)));
             }
         });

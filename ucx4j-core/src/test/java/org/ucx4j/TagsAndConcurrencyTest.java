@@ -193,7 +193,7 @@ class TagsAndConcurrencyTest {
                 MemorySegment buf = Arena.global().allocate(8);
                 CompletableFuture<TagMessage> any = server.recvTaggedAsync(buf, 0xAB00L, 0xFF00L);
                 ep.sendTagged(new byte[] {1, 2, 3}, 0x1234L); // does not match the mask
-                ep.sendTagged(new byte[] {4, 5}, 0xAB42L);
+                ep.sendTagged(new byte[] {4, 5}, 0xAB42L, Duration.ofSeconds(10));
                 TagMessage m = any.get(10, TimeUnit.SECONDS);
                 assertEquals(0xAB42L, m.tag());
                 assertEquals(2, m.length());

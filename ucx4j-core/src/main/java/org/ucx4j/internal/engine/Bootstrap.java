@@ -40,6 +40,11 @@ public final class Bootstrap {
         Thread.ofVirtual().name("ucx4j-connect-" + peer).start(() -> {
             long deadline = System.nanoTime() + timeoutNanos;
             Socket s = new Socket();
+            f.whenComplete((x, e) -> {
+                if (f.isCancelled()) { // the caller gave up mid-way: the handshake fails here and at the peer
+                    closeQuietly(s);
+                }
+            });
             EndpointCore c = null;
             Jfr.ConnectEvent ev = Jfr.beginConnect();
             try {

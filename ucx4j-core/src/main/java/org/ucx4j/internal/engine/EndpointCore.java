@@ -110,7 +110,7 @@ public final class EndpointCore {
         this.localConnId = localConnId;
         this.client = client;
         this.peer = peer;
-        this.closed = new SafeFuture<>(engine.executor);
+        this.closed = new EngineFuture<>(engine); // a wait on it drives the worker (caller mode's owner too)
     }
 
     public UUID id() {
@@ -177,8 +177,13 @@ public final class EndpointCore {
             }
             cause = closeCause;
         }
-        // already closed: run now on the caller (never on the worker thread)
-        callback.accept(cause);
+        // already closed: run now on the caller, unless that is the worker's thread (an active-message handler)
+        if (Thread.currentThread() == engine.owner) {
+            Throwable c = cause;
+            engine.executor.execute(() -> callback.accept(c));
+        } else {
+            callback.accept(cause);
+        }
     }
 
     /** The release's side: from now on callbacks run when added; returns those registered so far, once. */
