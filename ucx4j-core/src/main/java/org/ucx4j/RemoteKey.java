@@ -1,5 +1,7 @@
 package org.ucx4j;
 
+import java.util.concurrent.CompletableFuture;
+
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED;
 import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
@@ -56,7 +58,8 @@ public final class RemoteKey implements AutoCloseable {
 
     /**
      * Flushes the endpoint (so nothing in flight still uses the key), or waits for an endpoint being closed to be
-     * released (bounded), then releases the key. Idempotent.
+     * released (bounded), then releases the key. Idempotent. Returns after at most ~5 s of flushing: a flush still
+     * under way then (a slow peer) leaves the endpoint alone, and the key goes once the flush ends or fails.
      */
     @Override
     public void close() {
@@ -65,7 +68,15 @@ public final class RemoteKey implements AutoCloseable {
         }
         try {
             if (endpoint.isAlive()) {
-                endpoint.flush(java.time.Duration.ofSeconds(5));
+                CompletableFuture<Long> flushed = endpoint.flushAsync();
+                var done = new org.ucx4j.internal.engine.EngineFuture<Void>(engine); // a timeout cancels this one
+                flushed.whenComplete((v, e) -> done.complete(null));
+                try {
+                    engine.awaitFuture(done, java.util.concurrent.TimeUnit.SECONDS.toNanos(5), "remote key flush");
+                } catch (UcxTimeoutException slow) {
+                    flushed.whenCompleteAsync((v, e) -> destroy(), r -> Thread.ofVirtual().start(r));
+                    return;
+                }
             } else if (!endpoint.isClosed()) {
                 // closing (flushing, or aborting after a failure): puts and gets still in flight may use the key
                 // until the endpoint is released, which a close bounds
@@ -74,8 +85,12 @@ public final class RemoteKey implements AutoCloseable {
                 engine.awaitFuture(released, java.util.concurrent.TimeUnit.SECONDS.toNanos(15), "remote key release");
             }
         } catch (UcxException e) {
-            // endpoint gone or flush timed out: its operations are failed or aborted
+            // endpoint gone, or its release timed out: its operations are failed or aborted
         }
+        destroy();
+    }
+
+    private void destroy() {
         try {
             engine.rkeyDestroy(rkey);
         } catch (UcxException e) {
@@ -96,6 +111,9 @@ public final class RemoteKey implements AutoCloseable {
     }
 
     // ---- envelope: magic, version, 3 zero bytes, base address, size, packed length, packed key, CRC32C
+
+    /** UCX's packed remote key starts with the 64-bit map of its memory domains (UCX 1.13 to 1.20). */
+    private static final int MIN_PACKED = 8;
 
     static byte[] envelope(long address, long size, byte[] packed) {
         byte[] out = new byte[HEADER + packed.length + 4];
@@ -131,6 +149,10 @@ public final class RemoteKey implements AutoCloseable {
         if (packedLength < 0 || packedLength != bytes.length - HEADER - 4) {
             throw new IllegalArgumentException("remote key refused: length field says " + packedLength
                     + " key bytes, " + (bytes.length - HEADER - 4) + " present (truncated or corrupted)");
+        }
+        if (packedLength < MIN_PACKED) {
+            throw new IllegalArgumentException("remote key refused: " + packedLength + " key bytes, UCX's packed keys"
+                    + " have at least " + MIN_PACKED);
         }
         if (s.get(JAVA_INT_UNALIGNED, HEADER + packedLength) != crc(bytes, HEADER + packedLength)) {
             throw new IllegalArgumentException("remote key refused: checksum mismatch (corrupted)");

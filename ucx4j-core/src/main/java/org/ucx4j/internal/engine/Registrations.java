@@ -120,7 +120,9 @@ final class Registrations {
     /** Unpacks remote-key bytes (already validated) on an open endpoint; returns the rkey handle. */
     long unpack(EndpointCore ep, byte[] packed) {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment buf = a.allocate(Math.max(1, packed.length), 16);
+            // zero padding after the key: UCX's parser takes no length, so a key cut short reads zeros, not past
+            // the buffer (a forged key whose content lies is still beyond what bytes can be checked for)
+            MemorySegment buf = a.allocate(packed.length + 256, 16); // Arena.allocate zeroes it
             MemorySegment.copy(packed, 0, buf, JAVA_BYTE, 0, packed.length);
             MemorySegment out = a.allocate(JAVA_LONG);
             Engine.check(Ucp.epRkeyUnpack(ep.handle, buf.address(), out.address()), "ucp_ep_rkey_unpack");
