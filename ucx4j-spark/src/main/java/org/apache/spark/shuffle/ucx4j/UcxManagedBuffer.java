@@ -49,24 +49,32 @@ final class UcxManagedBuffer extends ManagedBuffer {
 
             @Override
             public int read() throws IOException {
-                live();
-                return pos < bytes.byteSize() ? bytes.get(ValueLayout.JAVA_BYTE, pos++) & 0xff : -1;
+                pin();
+                try {
+                    return pos < bytes.byteSize() ? bytes.get(ValueLayout.JAVA_BYTE, pos++) & 0xff : -1;
+                } finally {
+                    release();
+                }
             }
 
             @Override
             public int read(byte[] b, int off, int len) throws IOException {
                 java.util.Objects.checkFromIndexSize(off, len, b.length);
-                live();
-                if (len == 0) {
-                    return 0;
+                pin();
+                try {
+                    if (len == 0) {
+                        return 0;
+                    }
+                    long n = Math.min(len, bytes.byteSize() - pos);
+                    if (n <= 0) {
+                        return -1;
+                    }
+                    MemorySegment.copy(bytes, ValueLayout.JAVA_BYTE, pos, b, off, (int) n);
+                    pos += n;
+                    return (int) n;
+                } finally {
+                    release();
                 }
-                long n = Math.min(len, bytes.byteSize() - pos);
-                if (n <= 0) {
-                    return -1;
-                }
-                MemorySegment.copy(bytes, ValueLayout.JAVA_BYTE, pos, b, off, (int) n);
-                pos += n;
-                return (int) n;
             }
 
             @Override
@@ -76,9 +84,12 @@ final class UcxManagedBuffer extends ManagedBuffer {
                 return k;
             }
 
-            /** Reading released memory would read freed (or reused) native memory: refuse instead. */
-            private void live() throws IOException {
-                if (refs.get() <= 0) {
+            /**
+             * Holds a reference for one read: a release on another thread (a task's cleanup while a consumer thread
+             * still reads) then frees the memory after the copy, never under it. Released memory is refused.
+             */
+            private void pin() throws IOException {
+                if (refs.getAndUpdate(n -> n > 0 ? n + 1 : n) <= 0) {
                     throw new IOException("ucx4j shuffle block buffer released while being read");
                 }
             }
