@@ -43,10 +43,20 @@ final class Download {
      * Takes a part (and eventually closes it): true once the whole block is written. A part that does not fit the
      * block (beyond its end, a different size, overlapping what is written or held) is refused.
      */
+    /** Whether {@code [offset, offset + length)} meets a part already held (or starts where one does). */
+    private boolean overlapsHeld(long offset, long length) {
+        var before = early.floorEntry(offset);
+        if (before != null && (before.getKey() == offset
+                || before.getKey() + before.getValue().bytes().byteSize() > offset)) {
+            return true;
+        }
+        Long after = early.higherKey(offset);
+        return after != null && after < offset + length;
+    }
+
     boolean accept(Part p) throws IOException {
         long length = p.bytes().byteSize();
-        if (p.blockSize() != size || p.offset() < next || length > size - p.offset()
-                || early.containsKey(p.offset())) {
+        if (p.blockSize() != size || p.offset() < next || length > size - p.offset() || overlapsHeld(p.offset(), length)) {
             p.close();
             throw new IOException("ucx4j shuffle: inconsistent part of " + blockId + ": " + length + " bytes at "
                     + p.offset() + " of " + p.blockSize() + " (block of " + size + ", " + next + " written)");

@@ -119,8 +119,8 @@ final class PeerConnection {
                             fail(requestId, t);
                         }
                     });
-        } catch (RuntimeException e) { // refused at once (the UCX instance closed meanwhile): the blocks fail
-            fail(requestId, e);
+        } catch (Throwable e) { // refused at once (the UCX instance closed meanwhile, out of memory): the blocks
+            fail(requestId, e); // fail, once (an Error rethrown would have the caller fail them all again)
         }
         return true;
     }

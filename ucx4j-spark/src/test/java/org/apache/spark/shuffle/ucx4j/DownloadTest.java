@@ -61,9 +61,12 @@ class DownloadTest {
         assertThrows(IOException.class, () -> d.accept(part(95, 100, new byte[10]))); // past the end
         assertThrows(IOException.class, () -> d.accept(part(0, 200, new byte[10]))); // another size
         assertThrows(IOException.class, () -> d.accept(part(50, 100, new byte[10]))); // twice
-        assertEquals(3, closed.get(), "refused parts are given back at once");
+        assertThrows(IOException.class, () -> d.accept(part(55, 100, new byte[10]))); // inside a held part
+        assertThrows(IOException.class, () -> d.accept(part(45, 100, new byte[10]))); // running into one
+        assertEquals(5, closed.get(), "refused parts are given back at once");
+        assertFalse(d.accept(part(40, 100, new byte[10]))); // right before it: fine, held
         d.discard();
-        assertEquals(4, closed.get(), "the held part is given back");
+        assertEquals(7, closed.get(), "the held parts are given back");
         assertTrue(file.deleted);
     }
 
