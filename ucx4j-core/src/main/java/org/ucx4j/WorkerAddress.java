@@ -16,7 +16,11 @@ public final class WorkerAddress {
         this.bytes = bytes;
     }
 
-    /** Wraps address bytes (copied). Checked for size only: UCX validates the content when connecting. */
+    /**
+     * Wraps address bytes (copied). Checked for size only: UCX parses the content when connecting, and trusts it
+     * (its parser takes no length; ucx4j pads the copy it hands over with zeros), so take addresses only from peers
+     * you trust, as with any UCX program.
+     */
     public static WorkerAddress of(byte[] bytes) {
         Objects.requireNonNull(bytes, "bytes");
         if (bytes.length == 0 || bytes.length > MAX) {

@@ -185,13 +185,18 @@ final class Connections {
     /** UCX's per-peer endpoint numbers are 16 bits, the last one meaning "unnumbered" (refused with streams on). */
     static final long MAX_ENDPOINTS_PER_PEER = 65535;
 
+    private static final int ADDRESS_PADDING = 256;
+
     /** {@code ucp_ep_create} to {@code peerAddress} for {@code c}, counted in {@link #order}; owner thread. */
     private void createEndpoint(EndpointCore c, byte[] peerAddress) {
         c.number = order.next(peerAddress); // first: UCX numbers the endpoint even if creating it fails
-        long addr = Ucp.malloc(peerAddress.length);
+        // zero padding after the address: UCX's parser takes no length, so an address cut short reads zeros, not
+        // past the buffer (beyond that, a peer's address is trusted as UCX's own listener trusts it)
+        long addr = Ucp.malloc(peerAddress.length + ADDRESS_PADDING);
         try {
-            MemorySegment.copy(peerAddress, 0, NativeAccess.view(addr, peerAddress.length), JAVA_BYTE, 0,
-                    peerAddress.length);
+            MemorySegment padded = NativeAccess.view(addr, peerAddress.length + ADDRESS_PADDING);
+            padded.fill((byte) 0);
+            MemorySegment.copy(peerAddress, 0, padded, JAVA_BYTE, 0, peerAddress.length);
             int slot = allocEndpointSlot(c);
             epParams.fill((byte) 0);
             epParams.set(JAVA_LONG, EP_FIELD_MASK, UCP_EP_PARAM_FIELD_REMOTE_ADDRESS

@@ -95,13 +95,19 @@ final class EndpointOrder {
     void arrived(long number, long limit, Ticket t, Creator creator) {
         Peer p = peer(t.peerAddress());
         p.awaiting--;
-        if (number < p.created || number >= limit || p.pending.containsKey(number)) {
+        // far ahead of anything lost handshakes could explain: a peer that would have this side fill thousands of
+        // endpoints (and spend the pair's 16-bit numbers) is out of step too
+        if (number < p.created || number >= limit || number - p.created > MAX_AHEAD + p.awaiting
+                || p.pending.containsKey(number)) {
             outOfStep(t, number, p.created);
         } else {
             p.pending.put(number, t);
         }
         advance(t.peerAddress(), p, creator);
     }
+
+    /** How many numbers beyond this side's count a ticket may be (each gap a handshake lost on the way). */
+    static final long MAX_AHEAD = 1024;
 
     private static void outOfStep(Ticket t, long number, long created) {
         t.future().completeExceptionally(new UcxException("connection failed: the peer's endpoint number " + number

@@ -56,6 +56,21 @@ class EndpointOrderTest {
     }
 
     @Test
+    void aNumberFarAheadFailsItsConnectionInsteadOfFillingThousands() {
+        order.expect(PEER);
+        EndpointOrder.Ticket far = ticket();
+        order.arrived(60000, LIMIT, far, creator);
+        assertTrue(far.future().isCompletedExceptionally(), "a number 60000 ahead was accepted");
+        assertEquals(List.of(), created, "nothing filled for it");
+        // a gap lost handshakes can explain is still waited for and filled
+        order.expect(PEER);
+        EndpointOrder.Ticket near = ticket();
+        order.arrived(3, LIMIT, near, creator);
+        assertEquals(List.of("fill 0", "fill 1", "fill 2", "open 3"), created);
+        assertTrue(near.future().isDone() && !near.future().isCompletedExceptionally());
+    }
+
+    @Test
     void numbersThisSideHasPassedFailTheirConnectionsInsteadOfLooping() {
         order.expect(PEER);
         order.expect(PEER);
