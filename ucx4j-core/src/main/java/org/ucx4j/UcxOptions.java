@@ -14,7 +14,8 @@ import java.util.Objects;
  * {@code UCX_KEEPALIVE_INTERVAL=1s} (a dead same-host peer is noticed within seconds) and
  * {@code UCX_ALLOC_PRIO=md:posix,md:sysv,huge,thp,md:*,mmap,heap} ({@link Ucx#allocateMemory} takes posix shared
  * memory, which same-host peers read and write directly over those lanes). Options given here override
- * UCP-level settings; transport-level ones ({@code POSIX_*}, {@code TCP_*}) must come from the environment.
+ * UCP-level settings; transport-level ones ({@code POSIX_*}, {@code TCP_*}) are set in the process environment when
+ * a {@code Ucx} opens with them (UCX 1.13 applies them from there only), so they are process-wide.
  */
 public final class UcxOptions implements Cloneable {
     private Map<String, String> ucx = Map.of();

@@ -67,6 +67,10 @@ class ConfigAndInfoTest {
     void aRefusedOptionIsAConfigErrorNamingIt() {
         UcxOptions bad = UcxOptions.defaults().with("RNDV_THRESH", "not-a-size");
         ConfigException e = assertThrows(ConfigException.class, () -> Ucx.config(bad));
+        // a query sets no transport option in the process environment (an open would, for UCX to apply it)
+        String before = org.ucx4j.internal.ffi.Ucp.getenv("UCX_POSIX_FIFO_SIZE");
+        Ucx.config(UcxOptions.defaults().with("POSIX_FIFO_SIZE", "32"));
+        assertEquals(before, org.ucx4j.internal.ffi.Ucp.getenv("UCX_POSIX_FIFO_SIZE"));
         assertTrue(e.getMessage().contains("RNDV_THRESH") && e.getMessage().contains("UCS_ERR"), e.getMessage());
         assertThrows(ConfigException.class, () -> Ucx.open(bad));
         assertThrows(IllegalArgumentException.class, () -> UcxOptions.defaults().with(" ", "x"));

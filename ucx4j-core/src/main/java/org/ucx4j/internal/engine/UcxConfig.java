@@ -20,6 +20,11 @@ public final class UcxConfig {
      * {@code UCX_} variable is set in the environment is skipped when {@code environmentWins}. Caller releases.
      */
     static long read(Map<String, String> options, boolean environmentWins) {
+        return read(options, environmentWins, true);
+    }
+
+    /** {@link #read(Map, boolean)}; transport options go to the environment only with {@code apply} (an open). */
+    private static long read(Map<String, String> options, boolean environmentWins, boolean apply) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
             Engine.check(Ucp.configRead(0, 0, out.address()), "ucp_config_read");
@@ -32,6 +37,9 @@ public final class UcxConfig {
                 if (!UcpKeys.SET.contains(key) && !Ucp.isGlobalOption(key)) {
                     // a transport option (POSIX_FIFO_SIZE, TCP_...): UCX 1.13 accepts it in ucp_config_modify but
                     // never applies it ("invalid configuration"); its interfaces read it from the environment
+                    if (!apply) {
+                        continue; // a query (Ucx.config) leaves the process environment as it is
+                    }
                     Ucp.setenv("UCX_" + key, e.getValue(), true);
                     if (key.equals("TCP_RX_SEG_SIZE") && !hasOption(options, "TCP_TX_SEG_SIZE")
                             && Ucp.defaultApplied("TCP_TX_SEG_SIZE")) {
@@ -62,7 +70,7 @@ public final class UcxConfig {
     /** The effective UCX configuration ({@code UCX_KEY=value} lines) for these options. */
     public static String effective(Map<String, String> options, boolean environmentWins) {
         Ucp.ensureLoaded();
-        long config = read(options, environmentWins);
+        long config = read(options, environmentWins, false);
         try (Arena a = Arena.ofConfined()) {
             MemorySegment title = a.allocateFrom("");
             return Ucp.capture(f -> Ucp.configPrint(config, f, title.address(), UCS_CONFIG_PRINT_CONFIG));
