@@ -223,8 +223,7 @@ final class PeerConnection {
             return;
         }
         p.lastActivity = System.nanoTime();
-        p.discard(h.index());
-        if (p.claim(h.index())) {
+        if (p.failBlock(h.index())) {
             String blockId = p.blockIds[h.index()];
             p.listener.onBlockFetchFailure(blockId, new IOException("ucx4j shuffle: could not take " + blockId
                     + " from " + describe() + ": " + dropped.getMessage(), dropped));
@@ -240,8 +239,8 @@ final class PeerConnection {
         try {
             done = p.write(h.index(), h.offset(), h.blockSize(), m, transportConf);
         } catch (IOException | RuntimeException e) {
-            p.discard(h.index());
-            if (e instanceof Pending.ClaimedFailure || p.claim(h.index())) {
+            boolean mine = p.failBlock(h.index());
+            if (e instanceof Pending.ClaimedFailure || mine) {
                 p.listener.onBlockFetchFailure(blockId, e instanceof IOException io ? io
                         : new IOException("ucx4j shuffle: bad part of " + blockId + " from " + describe(), e));
             }
@@ -274,8 +273,7 @@ final class PeerConnection {
         IOException e = cause instanceof IOException io ? io
                 : new IOException("ucx4j shuffle: fetch from " + describe() + " failed: " + cause.getMessage(), cause);
         for (int i = 0; i < p.blockIds.length; i++) {
-            p.discard(i);
-            if (p.claim(i)) {
+            if (p.failBlock(i)) {
                 p.listener.onBlockFetchFailure(p.blockIds[i], e);
             }
         }
@@ -369,6 +367,16 @@ final class PeerConnection {
             ClaimedFailure(String message, Throwable cause) {
                 super(message, cause);
             }
+        }
+
+        /**
+         * Claims a block to fail it and drops its partial download, in one step: a part arriving meanwhile cannot
+         * start a new download that nobody would discard. True when the caller is the one to tell the listener.
+         */
+        synchronized boolean failBlock(int index) {
+            boolean mine = claim(index);
+            discard(index);
+            return mine;
         }
 
         /** Drops a block's partial download: its channel, its file and any parts held. */
