@@ -177,8 +177,10 @@ public final class EndpointCore {
             }
             cause = closeCause;
         }
-        // already closed: run now on the caller, unless that is the worker's thread (an active-message handler)
-        if (Thread.currentThread() == engine.owner) {
+        // already closed: run now on the caller, unless that is the progress thread or a call inside UCX's progress
+        // (an active-message handler); a caller-mode owner's own code is the caller's
+        Thread me = Thread.currentThread();
+        if (me == engine.progressThread() || me == engine.owner && !engine.ownsOutsideProgress()) {
             Throwable c = cause;
             engine.executor.execute(() -> callback.accept(c));
         } else {
