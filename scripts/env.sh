@@ -19,14 +19,19 @@ ucx4j_find_java() {
 
 ucx4j_ensure_ucx() {
   if [ -n "${UCX4J_UCX_HOME:-}" ]; then return 0; fi
-  if ldconfig -p 2>/dev/null | grep -q 'libucp.so.0' && [ -f /usr/include/ucp/api/ucp.h ] \
+  # ldconfig lives in /sbin, off a non-root user's PATH on Debian; its listing is read whole (a pipe into grep -q
+  # could end it with SIGPIPE, which pipefail turns into a failure)
+  local libs
+  libs=$(PATH="$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null || true)
+  if [[ "$libs" == *libucp.so.0* ]] && [ -f /usr/include/ucp/api/ucp.h ] \
       && command -v ucx_perftest >/dev/null 2>&1; then
     return 0
   fi
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "ucx4j: installing UCX (libucx0 libucx-dev ucx-utils) with apt-get" >&2
-    (apt-get install -y -q libucx0 libucx-dev ucx-utils >/dev/null 2>&1 \
-      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libucx0 libucx-dev ucx-utils >/dev/null; }) \
+    local apt=(apt-get -o DPkg::Lock::Timeout=300 install -y -q libucx0 libucx-dev ucx-utils)
+    ("${apt[@]}" >/dev/null 2>&1 \
+      || { apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null 2>&1 && "${apt[@]}" >/dev/null; }) \
       || { echo "ucx4j: apt-get could not install libucx0 libucx-dev ucx-utils" >&2; exit 1; }
     return 0
   fi

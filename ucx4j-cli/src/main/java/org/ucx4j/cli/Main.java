@@ -26,6 +26,7 @@ public final class Main implements Runnable {
     }
 
     public static void main(String[] args) {
+        Children.killAllAtExit();
         System.exit(commandLine().execute(args));
     }
 

@@ -19,10 +19,16 @@ record Measurement(String stack, String mode, long size, long iters, double p50U
         };
     }
 
+    /** A run that failed: no figures, so medians and ratios leave it out, and later rounds stay paired. */
+    static Measurement failed(String stack, String mode, long size) {
+        return new Measurement(stack, mode, size, 0, Double.NaN, Double.NaN, Double.NaN, Double.NaN, Double.NaN);
+    }
+
     /** Per-metric median over repeated runs. */
     static Measurement median(List<Measurement> runs) {
         Measurement f = runs.getFirst();
-        return new Measurement(f.stack, f.mode, f.size, f.iters, med(runs, Measurement::p50Us),
+        long iters = runs.stream().mapToLong(Measurement::iters).max().orElse(0);
+        return new Measurement(f.stack, f.mode, f.size, iters, med(runs, Measurement::p50Us),
                 med(runs, Measurement::p99Us), med(runs, Measurement::meanUs), med(runs, Measurement::mbps),
                 med(runs, Measurement::msgsPerS));
     }

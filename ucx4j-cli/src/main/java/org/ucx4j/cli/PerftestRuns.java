@@ -86,6 +86,8 @@ final class PerftestRuns {
         }
         List<String> server = new ArrayList<>(List.of(binary));
         server.addAll(common);
+        // far above the run's expected time (10 MB/s, 50 us a message): a wedged pair is killed, not waited on
+        long limitSeconds = 60 + (iters + warmup) * size / 10_000_000 + (iters + warmup) / 20_000;
         Process srv = start(server, true);
         try {
             List<String> client = new ArrayList<>(List.of(binary, "127.0.0.1"));
@@ -96,7 +98,7 @@ final class PerftestRuns {
                 // a client that hangs is killed, which ends the read below: the sweep never waits forever
                 Thread.ofVirtual().start(() -> {
                     try {
-                        if (!cli.waitFor(10, TimeUnit.MINUTES)) {
+                        if (!cli.waitFor(limitSeconds, TimeUnit.SECONDS)) {
                             cli.destroyForcibly();
                         }
                     } catch (InterruptedException e) {

@@ -23,13 +23,21 @@ final class Plot {
         if (r.modes.contains(Measurement.BANDWIDTH)) {
             charts.add(chart(r, Measurement.BANDWIDTH, "Bandwidth", "MB/s (10^6 B/s)"));
         }
+        if (charts.isEmpty()) {
+            System.err.println("ucx4j: --plot draws latency and bandwidth; neither was measured");
+            return List.of();
+        }
         String name = file.getFileName().toString();
         int dot = name.lastIndexOf('.');
         String ext = dot < 0 ? "png" : name.substring(dot + 1).toLowerCase();
         String base = dot < 0 ? file.toString() : file.toString().substring(0, file.toString().length() - name.length()
                 + dot);
         List<Path> written = new ArrayList<>();
-        if (ext.equals("svg")) {
+        if (ext.equals("svg") && charts.size() == 1) { // one chart per SVG file: FILE.svg when there is one
+            VectorGraphicsEncoder.saveVectorGraphic(charts.getFirst(), base,
+                    VectorGraphicsEncoder.VectorGraphicsFormat.SVG);
+            written.add(Path.of(base + ".svg"));
+        } else if (ext.equals("svg")) {
             for (XYChart c : charts) {
                 String out = base + "-" + c.getTitle().split(" ")[c.getTitle().startsWith("One") ? 1 : 0]
                         .toLowerCase();

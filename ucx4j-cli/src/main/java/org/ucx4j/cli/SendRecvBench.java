@@ -1,8 +1,6 @@
 package org.ucx4j.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -101,9 +99,19 @@ final class SendRecvBench implements Callable<Integer> {
             runServer();
             return 0;
         }
+        if (window <= 0) {
+            throw new IllegalArgumentException("--window must be positive, got " + window);
+        }
         if (client != null) {
             int c = client.lastIndexOf(':');
-            report(runClient(client.substring(0, c), Integer.parseInt(client.substring(c + 1))));
+            if (c <= 0 || c == client.length() - 1) {
+                throw new IllegalArgumentException("--client takes HOST:PORT, got " + client);
+            }
+            String host = client.substring(0, c);
+            if (host.startsWith("[") && host.endsWith("]")) { // [::1]:port
+                host = host.substring(1, host.length() - 1);
+            }
+            report(runClient(host, Integer.parseInt(client.substring(c + 1))));
             return 0;
         }
         // spawn the server as a second process, then run the client here
@@ -117,20 +125,14 @@ final class SendRecvBench implements Callable<Integer> {
         }
         Process p = pb.start();
         try {
-            BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()));
-            String line;
-            int serverPort = -1;
-            while ((line = r.readLine()) != null) {
-                if (line.startsWith("PORT ")) {
-                    serverPort = Integer.parseInt(line.substring(5).trim());
-                    break;
-                }
-            }
-            if (serverPort < 0) {
-                System.err.println("ucx4j: the server process did not start (exit " + p.waitFor() + ")");
+            String line = Children.awaitLine(p, "PORT ", Duration.ofSeconds(60));
+            if (line == null) {
+                p.waitFor(5, TimeUnit.SECONDS);
+                System.err.println("ucx4j: the server process did not start"
+                        + (p.isAlive() ? "" : " (exit " + p.exitValue() + ")"));
                 return 1;
             }
-            report(runClient("127.0.0.1", serverPort));
+            report(runClient("127.0.0.1", Integer.parseInt(line.substring(5).trim())));
             p.waitFor(30, TimeUnit.SECONDS);
             return 0;
         } finally {
@@ -160,11 +162,11 @@ final class SendRecvBench implements Callable<Integer> {
             try (Listener l = ucx.listen(port, accepted::complete)) {
                 System.out.println("PORT " + l.port());
                 System.out.flush();
-                while (!accepted.isDone()) {
-                    if ("caller".equals(progress)) {
-                        ucx.progress();
-                    } else {
-                        Thread.onSpinWait();
+                while (!accepted.isDone()) { // a client may take its time: wait without spinning a core
+                    if (!"caller".equals(progress)) {
+                        accepted.join(); // the progress thread accepts
+                    } else if (ucx.progress() == 0) {
+                        Thread.sleep(1);
                     }
                 }
                 try (Endpoint ep = accepted.get()) {

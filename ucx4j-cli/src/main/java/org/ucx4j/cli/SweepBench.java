@@ -2,8 +2,6 @@ package org.ucx4j.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
@@ -80,13 +78,20 @@ final class SweepBench implements Callable<Integer> {
     @Option(names = "--json", description = "write results to this file")
     Path json;
 
-    @Option(names = "--plot", description = "draw latency and bandwidth vs size to FILE.png or FILE.svg")
+    @Option(names = "--plot", description = "draw latency and bandwidth vs size: FILE.png (side by side), or FILE.svg (with both "
+            + "modes: FILE-latency.svg and FILE-bandwidth.svg)")
     Path plot;
 
     private static final long MAX_SIZE = 64L << 20;
 
     @Override
     public Integer call() throws Exception {
+        if (window <= 0 || repeat <= 0 || !(scale > 0)) {
+            throw new IllegalArgumentException("--window, --repeat and --scale must be positive");
+        }
+        if (new java.util.HashSet<>(stacks).size() != stacks.size()) {
+            throw new IllegalArgumentException("--stacks names a stack twice: " + stacks);
+        }
         long[] sz = Measurement.parseSizes(sizes);
         for (long s : sz) {
             if (s > MAX_SIZE) {
@@ -128,11 +133,11 @@ final class SweepBench implements Callable<Integer> {
         }
         Map<String, List<Measurement>> results = new LinkedHashMap<>();
         String peerStats = null;
+        List<String> failures = new ArrayList<>();
         Process server = startServer();
         try {
-            BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream()));
-            String line = out.readLine();
-            if (line == null || !line.startsWith("PORTS ")) {
+            String line = Children.awaitLine(server, "PORTS ", Duration.ofSeconds(60));
+            if (line == null) {
                 System.err.println("ucx4j: the benchmark server did not start");
                 return 1;
             }
@@ -144,18 +149,34 @@ final class SweepBench implements Callable<Integer> {
                     SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
                 settleJit(apiKind, ucx, ep, nio, active, sz);
                 long t0 = System.nanoTime();
-                for (int i = 0; i < plan.size(); i++) {
+                boolean connected = true;
+                for (int i = 0; i < plan.size() && connected; i++) {
                     String stack = (String) plan.get(i)[0];
                     String mode = (String) plan.get(i)[1];
                     long size = (long) plan.get(i)[2];
                     progress(i, plan.size(), t0, stack, mode, size);
-                    Measurement m = measure(apiKind, ucx, ep, nio, perftest, stack, mode, size);
+                    Measurement m;
+                    try {
+                        m = bounded(server, ep, nio, stack, mode, size,
+                                () -> measure(apiKind, ucx, ep, nio, perftest, stack, mode, size));
+                    } catch (Exception e) {
+                        // a ucx_perftest run fails alone; a Java stack's leaves its connection in an unknown state,
+                        // so the sweep ends there and reports what it has
+                        connected = stack.equals("perftest");
+                        String what = stack + " " + mode + " " + Measurement.human(size) + ": " + e
+                                + (connected ? "" : "; the sweep stops here");
+                        System.err.println("\nucx4j: " + what);
+                        failures.add(what);
+                        m = Measurement.failed(stack, mode, size);
+                    }
                     results.computeIfAbsent(stack + "|" + mode + "|" + size, k -> new ArrayList<>()).add(m);
                 }
                 System.err.print("\r" + " ".repeat(78) + "\r");
-                peerStats = "(sweep-client,sweep-server) | " + ep.stats().summary();
-                UcxRuns.quit(ep);
-                NioRuns.quit(nio);
+                if (connected) {
+                    peerStats = "(sweep-client,sweep-server) | " + ep.stats().summary();
+                    UcxRuns.quit(ep);
+                    NioRuns.quit(nio);
+                }
             }
         } finally {
             server.waitFor(5, TimeUnit.SECONDS);
@@ -172,7 +193,9 @@ final class SweepBench implements Callable<Integer> {
         }
         if (json != null) {
             ObjectMapper om = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
-            om.writeValue(json.toFile(), report.json(describe()));
+            Map<String, Object> tree = report.json(describe());
+            tree.put("failures", failures);
+            om.writeValue(json.toFile(), tree);
             System.out.println("wrote " + json);
         }
         if (plot != null) {
@@ -180,7 +203,42 @@ final class SweepBench implements Callable<Integer> {
                 System.out.println("wrote " + f);
             }
         }
+        if (!failures.isEmpty()) {
+            System.err.println("ucx4j: " + failures.size() + " run(s) failed (shown as '-'): "
+                    + String.join("; ", failures));
+            return 1;
+        }
         return 0;
+    }
+
+    /**
+     * Runs one Java-stack measurement under a deadline far above its expected time: past it the server process is
+     * killed and this side's endpoint aborted and socket closed, so a wedged peer ends the run with an exception
+     * instead of hanging the sweep (ucx_perftest runs have their own deadline).
+     */
+    private Measurement bounded(Process server, Endpoint ep, SocketChannel nio, String stack, String mode,
+            long size, Callable<Measurement> run) throws Exception {
+        if (stack.equals("perftest")) {
+            return run.call();
+        }
+        long bytes = size * iterations(stack, mode, size);
+        long limitSeconds = 120 + bytes / 10_000_000; // 10 MB/s: far below any transport's rate
+        CompletableFuture<Void> watchdog = CompletableFuture.runAsync(() -> {
+            System.err.printf(Locale.ROOT, "%nucx4j: the %s %s %s run took over %d s; ending it%n", stack, mode,
+                    Measurement.human(size), limitSeconds);
+            server.destroyForcibly();
+            ep.abort();
+            try {
+                nio.close();
+            } catch (java.io.IOException ignored) {
+                // closing is all that is wanted
+            }
+        }, CompletableFuture.delayedExecutor(limitSeconds, TimeUnit.SECONDS));
+        try {
+            return run.call();
+        } finally {
+            watchdog.cancel(false);
+        }
     }
 
     /**

@@ -60,7 +60,7 @@ final class UcxRuns {
                         for (long i = 0; i < total; i++) {
                             try (AmMessage m = ep.amRecv()) {
                                 if (mode == PING_PONG) {
-                                    ep.amSend(EMPTY, m.payload());
+                                    ep.amSend(EMPTY, out); // from a buffer of its own, as ucp_am_lat's
                                 }
                             }
                         }

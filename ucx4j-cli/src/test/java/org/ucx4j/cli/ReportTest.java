@@ -41,6 +41,23 @@ class ReportTest {
         assertEquals(3, ((List<?>) row.get("round_ratios_to_perftest")).size());
     }
 
+    /** A failed run leaves a hole: the other rounds stay paired, and medians and ratios skip it. */
+    @Test
+    void aFailedRunIsLeftOutWithoutShiftingTheRoundsAfterIt() {
+        Map<String, List<Measurement>> rounds = new LinkedHashMap<>();
+        rounds.put(Report.key("ucx4j", Measurement.RATE, 8),
+                List.of(rate("ucx4j", 6e6), rate("ucx4j", 12e6), rate("ucx4j", 3e6)));
+        rounds.put(Report.key("perftest", Measurement.RATE, 8), List.of(rate("perftest", 10e6),
+                Measurement.failed("perftest", Measurement.RATE, 8), rate("perftest", 5e6)));
+        Report r = new Report(rounds, new long[] {8}, List.of(Measurement.RATE), List.of("ucx4j", "perftest"),
+                UcxRuns.Api.TAG);
+        Measurement u = r.get("ucx4j", Measurement.RATE, 8);
+        Measurement p = r.get("perftest", Measurement.RATE, 8);
+        assertEquals(7.5e6, p.msgsPerS(), "median of the two runs that worked");
+        assertEquals(1000, p.iters());
+        assertEquals(0.6, r.ratio(u, "perftest"), 1e-9, "rounds 1 and 3, each against its own round");
+    }
+
     /**
      * A get's latency is a round trip, as ucp_get's is: against NIO's one-way figure it compares with twice that;
      * and the JSON names the API measured, not always "tag".

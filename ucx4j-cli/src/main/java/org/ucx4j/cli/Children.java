@@ -1,0 +1,51 @@
+package org.ucx4j.cli;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/** The benchmarks' child processes: none outlives the command, and none is waited on without a bound. */
+final class Children {
+    private Children() {}
+
+    /** At JVM exit (a finished command, Ctrl-C, SIGTERM), every process this one started is killed. */
+    static void killAllAtExit() {
+        Runtime.getRuntime().addShutdownHook(Thread.ofPlatform().name("ucx4j-children").unstarted(
+                () -> ProcessHandle.current().descendants().forEach(ProcessHandle::destroyForcibly)));
+    }
+
+    /**
+     * The first line of {@code p}'s output that starts with {@code prefix}; null when {@code p} ends first or
+     * nothing came within {@code limit} (then {@code p} is killed).
+     */
+    static String awaitLine(Process p, String prefix, Duration limit) throws InterruptedException {
+        BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+        CompletableFuture<String> line = new CompletableFuture<>();
+        Thread.ofVirtual().name("ucx4j-child-output").start(() -> {
+            try {
+                String l;
+                while ((l = r.readLine()) != null && !l.startsWith(prefix)) {
+                    // output before the line waited for is not ours to show
+                }
+                line.complete(l);
+            } catch (IOException e) {
+                line.completeExceptionally(new UncheckedIOException(e));
+            }
+        });
+        try {
+            return line.get(limit.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            p.destroyForcibly();
+            return null;
+        } catch (ExecutionException e) {
+            return null;
+        }
+    }
+}
