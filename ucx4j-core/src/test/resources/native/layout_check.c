@@ -26,6 +26,9 @@ int main(void) {
     F(ucp_ep_params_t, err_handler); F(ucp_ep_params_t, user_data); F(ucp_ep_params_t, flags);
     F(ucp_ep_params_t, sockaddr); F(ucp_ep_params_t, conn_request); F(ucp_ep_params_t, name);
 
+    S(ucp_worker_attr_t); F(ucp_worker_attr_t, field_mask); F(ucp_worker_attr_t, thread_mode);
+    F(ucp_worker_attr_t, address_flags); F(ucp_worker_attr_t, address); F(ucp_worker_attr_t, address_length);
+    F(ucp_worker_attr_t, max_am_header);
     S(ucp_err_handler_t); F(ucp_err_handler_t, cb); F(ucp_err_handler_t, arg);
     S(ucs_sock_addr_t); F(ucs_sock_addr_t, addr); F(ucs_sock_addr_t, addrlen);
 
@@ -51,7 +54,7 @@ int main(void) {
     F(struct sockaddr_in6, sin6_flowinfo); F(struct sockaddr_in6, sin6_addr); F(struct sockaddr_in6, sin6_scope_id);
     S(struct sockaddr_storage);
 
-    C(UCP_API_MAJOR); C(UCP_API_MINOR);
+    C(UCP_API_MAJOR); C(UCP_API_MINOR); C(UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
     C(UCP_PARAM_FIELD_FEATURES); C(UCP_PARAM_FIELD_NAME); C(UCP_PARAM_FIELD_MT_WORKERS_SHARED);
     C(UCP_FEATURE_TAG); C(UCP_FEATURE_RMA); C(UCP_FEATURE_WAKEUP); C(UCP_FEATURE_STREAM); C(UCP_FEATURE_AM);
     C(UCP_WORKER_PARAM_FIELD_THREAD_MODE); C(UCP_WORKER_PARAM_FIELD_EVENTS); C(UCP_WORKER_PARAM_FIELD_NAME);

@@ -317,6 +317,16 @@ public final class Ucx implements AutoCloseable {
         return result;
     }
 
+    /**
+     * The longest header an active message from this instance can carry to a ucx4j peer (a raw endpoint's: 8 bytes
+     * more): what UCX takes on this worker ({@code max_am_header}, set by its most limited transport: a few KiB
+     * with InfiniBand's UD, far more over shared memory and TCP), less ucx4j's own 8 bytes. Longer headers, and
+     * frame lists whose header (4 bytes + 9 a frame) is longer, are refused with {@link IllegalArgumentException}.
+     */
+    public long maxActiveMessageHeader() {
+        return engine.maxAmHeader - org.ucx4j.internal.engine.AmWire.PREFIX;
+    }
+
     // ---------------------------------------------------------------- worker addresses (raw endpoints)
 
     /** This worker's UCX address, for peers that connect with {@link #connect(WorkerAddress)}. */

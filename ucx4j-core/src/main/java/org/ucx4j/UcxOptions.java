@@ -12,7 +12,7 @@ import java.util.Objects;
  * <p>ucx4j's own defaults, set as environment defaults before UCX loads (a {@code UCX_*} variable you set wins):
  * {@code UCX_POSIX_ERROR_HANDLING=y} (shared memory stays usable on endpoints with peer-failure detection) and
  * {@code UCX_KEEPALIVE_INTERVAL=1s} (a dead same-host peer is noticed within seconds) and
- * {@code UCX_ALLOC_PRIO=md:posix,md:sysv,huge,thp,md:*,mmap,heap} ({@link Ucx#allocateMemory} takes posix shared
+ * {@code UCX_ALLOC_PRIO=md:posix,md:sysv,thp,md:*,mmap,heap} ({@link Ucx#allocateMemory} takes posix shared
  * memory, which same-host peers read and write directly over those lanes). Options given here override
  * UCP-level settings; transport-level ones ({@code POSIX_*}, {@code TCP_*}) are set in the process environment when
  * a {@code Ucx} opens with them (UCX 1.13 applies them from there only), so they are process-wide.

@@ -423,6 +423,59 @@ class ActiveMessageTest {
         });
     }
 
+    /**
+     * UCX takes headers up to its worker's max_am_header, and older or unchecked builds abort the process or
+     * overrun a buffer beyond it: the longest header allowed arrives intact, one byte more is refused before
+     * anything is sent, and so is a frame list whose header would be too long.
+     */
+    @Test
+    void headersUpToTheWorkersLimitArriveAndLongerOnesAreRefused() throws Exception {
+        try (Ucx a = Ucx.open(UcxOptions.defaults().withMaxFrames(100_000)); Ucx b = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete); Endpoint client = a.connect("127.0.0.1", l.port())) {
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                long max = a.maxActiveMessageHeader();
+                assertTrue(max > 0, "limit " + max);
+                byte[] longest = new byte[(int) max];
+                new java.util.Random(3).nextBytes(longest);
+                byte[] tooLong = new byte[(int) max + 1];
+                IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                        () -> client.amSend(tooLong, new byte[] {1}));
+                assertTrue(e.getMessage().contains("max_am_header"), e.getMessage());
+                assertThrows(IllegalArgumentException.class, () -> client.amSendAsync(MemorySegment.ofArray(tooLong),
+                        MemorySegment.ofArray(new byte[] {1})));
+                int frames = (int) (max / AmWire.FRAME_ENTRY) + 1; // a frames header of 4 + 9 B a frame
+                assertThrows(IllegalArgumentException.class, () -> client.sendFrames(
+                        java.util.Collections.nCopies(frames, MemorySegment.ofArray(new byte[0]))));
+                client.amSend(longest, new byte[] {2}, T);
+                try (AmMessage m = server.amRecv(T)) { // the first to arrive: nothing refused was sent
+                    assertArrayEquals(longest, m.headerBytes());
+                    assertArrayEquals(new byte[] {2}, m.payloadBytes());
+                }
+            }
+        }
+    }
+
+    /** A frames send resolves to its bytes, also when UCX finishes it later (rendezvous), and counts them. */
+    @Test
+    void aFramesSendCompletesWithItsBytes() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            try (Arena arena = Arena.ofShared()) {
+                List<MemorySegment> frames = List.of(Data.pattern(arena, 1 << 20, 1), Data.pattern(arena, 1 << 20, 2),
+                        Data.pattern(arena, 3, 3));
+                long total = (2 << 20) + 3;
+                long sentBefore = client.stats().bytesSent();
+                CompletableFuture<Long> sent = client.sendFramesAsync(frames);
+                try (Frames got = server.recvFrames(T)) {
+                    assertEquals(total, got.totalBytes());
+                    Data.verify(got.get(1), 1 << 20, 2);
+                }
+                assertEquals(total, sent.get(10, TimeUnit.SECONDS), "the payload's bytes, not the frame count");
+                assertTrue(client.stats().bytesSent() - sentBefore >= total, "counted in the endpoint's statistics");
+            }
+        });
+    }
+
     @Test
     void framesZeroOneAndHundred() throws Exception {
         pair(UcxOptions.defaults(), (client, server, alloc) -> {

@@ -76,6 +76,21 @@ class ConfigAndInfoTest {
         assertThrows(IllegalArgumentException.class, () -> UcxOptions.defaults().with(" ", "x"));
     }
 
+    /**
+     * Options UCX reads only when it loads (log file, error signals, statistics...) cannot be set per instance: UCX
+     * 1.20 refuses them and older versions ignore them, so every version refuses them here, naming the remedy.
+     */
+    @Test
+    void anOptionReadOnlyAtLoadIsRefusedWithTheRemedy() {
+        for (String key : List.of("LOG_FILE", "UCX_ERROR_SIGNALS", "STATS_DEST")) {
+            UcxOptions o = UcxOptions.defaults().with(key, "x");
+            ConfigException e = assertThrows(ConfigException.class, () -> Ucx.open(o), key);
+            assertTrue(e.getMessage().contains("in the environment before the JVM starts")
+                    && e.getMessage().contains("UCS_ERR_INVALID_PARAM"), e.getMessage());
+            assertThrows(ConfigException.class, () -> Ucx.config(o));
+        }
+    }
+
     /** A configuration UCX parses but cannot start with (no transport left) is a ConfigException from ucp_init. */
     @Test
     void aConfigurationUcxCannotStartWithIsAConfigError() {

@@ -104,4 +104,42 @@ class ProbeTest {
             }
         });
     }
+    /**
+     * A thread's pooled blocking op, reused after receiving a probed message, must not keep that receive's give-back:
+     * a later call on the thread withdrawn before it started would hand the message back as if never received, and
+     * a second receive by its handle would reach UCX with a handle UCX already freed.
+     */
+    @Test
+    void aWithdrawnCallAfterAProbedReceiveDoesNotHandTheMessageBack() throws Exception {
+        CallerModeTest.withCallerClient((caller, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                server.sendAsync(Data.pattern(arena, 64, 5), 3);
+                ProbedMessage m = await(() -> {
+                    caller.progress();
+                    return client.probe(3, true);
+                });
+                MemorySegment in = arena.allocate(64);
+                java.util.concurrent.CompletableFuture<Long> first = new java.util.concurrent.CompletableFuture<>();
+                java.util.concurrent.CountDownLatch secondMay = new java.util.concurrent.CountDownLatch(1);
+                java.util.concurrent.CompletableFuture<Throwable> second = new java.util.concurrent.CompletableFuture<>();
+                Thread.ofPlatform().start(() -> {
+                    try {
+                        first.complete(client.recv(m, in, Duration.ofSeconds(10)));
+                        secondMay.await();
+                        client.recv(arena.allocate(8), 99, Duration.ofMillis(50)); // the owner is not progressing
+                        second.complete(null);
+                    } catch (Throwable t) {
+                        first.completeExceptionally(t);
+                        second.complete(t);
+                    }
+                });
+                assertEquals(64, CallerModeTest.drive(caller, first));
+                Data.verify(in, 64, 5);
+                secondMay.countDown();
+                Throwable t = second.get(10, TimeUnit.SECONDS);
+                assertTrue(t instanceof UcxTimeoutException, "got " + t);
+                assertThrows(IllegalStateException.class, () -> client.recv(m, in, T), "received once only");
+            }
+        });
+    }
 }

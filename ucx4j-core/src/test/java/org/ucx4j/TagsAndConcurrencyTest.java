@@ -246,6 +246,26 @@ class TagsAndConcurrencyTest {
     }
 
     /**
+     * UCX cannot withdraw a send in flight, so canceling one aborts its endpoint; the future then ends canceled, as
+     * asked (not with the aborted endpoint's error), once UCX has let go of the buffer.
+     */
+    @Test
+    void aCanceledSendEndsCanceledAndTakesItsEndpointDown() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Long> s = client.sendAsync(Data.pattern(arena, 1 << 20, 1), 77); // nobody receives
+                // a send made after it has completed: the worker's owner took both in order, so UCX has the big one
+                // (a send canceled while still queued is simply withdrawn, its endpoint untouched)
+                client.send(new byte[1], 78, T);
+                assertTrue(s.cancel(true), "the cancel took effect");
+                assertTrue(s.isCancelled());
+                assertThrows(java.util.concurrent.CancellationException.class, s::join);
+                Data.eventually(() -> !client.isAlive()); // the endpoint was aborted to withdraw the send
+            }
+        });
+    }
+
+    /**
      * Canceling an async receive races with messages matching it: either the cancel wins (the future is canceled
      * and the message goes to the next receive) or the message does (cancel returns false and the future has it).
      * Every message is accounted for, with its bytes, whichever wins.

@@ -45,6 +45,22 @@ public final class AmSend {
         return build(ep, AmWire.FRAMES, h, frames, true, blocking);
     }
 
+    /**
+     * Refuses a header longer than UCX takes on this worker ({@link Engine#maxAmHeader}), before anything is
+     * allocated or posted.
+     */
+    static void checkHeader(EndpointCore ep, long headerLength, byte kind) {
+        long max = ep.engine.maxAmHeader;
+        if (headerLength > max) {
+            long prefix = ep.raw ? 0 : AmWire.PREFIX;
+            throw new IllegalArgumentException((kind == AmWire.FRAMES ? "a frames header (4 B + "
+                    + AmWire.FRAME_ENTRY + " B a frame)" : "an active-message header") + " of " + (headerLength - prefix)
+                    + " B" + (prefix == 0 ? "" : " (+" + prefix + " B of ucx4j's)") + " is longer than this worker's "
+                    + "transports take: " + max + " B (ucp_worker_attr_t.max_am_header)"
+                    + (kind == AmWire.FRAMES ? "; send fewer frames per message" : ""));
+        }
+    }
+
     /** Test hook: an active message of any kind with a header exactly as given (after the prefix). */
     public static Op forged(EndpointCore ep, byte kind, MemorySegment header, MemorySegment payload) {
         return build(ep, kind, header, List.of(payload), false, false);
@@ -58,6 +74,7 @@ public final class AmSend {
         }
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
         long headerLength = prefix + header.byteSize();
+        checkHeader(ep, headerLength, kind);
         int n = parts.size();
         long table = iov ? n * UCP_DT_IOV.byteSize() : 0;
         long copies = 0;

@@ -62,6 +62,12 @@ public final class Engine {
     private final Arena arena = Arena.ofShared();
     private final long context;
     final long worker;
+    /**
+     * The largest active-message header UCX takes on this worker (its smallest transport's limit: a few KiB with
+     * InfiniBand's UD, tens of KiB over shared memory and TCP). UCX up to 1.15, and later builds without parameter
+     * checks, do not check it: a longer header aborts the process ("RTS is too big") or overruns a buffer.
+     */
+    public final long maxAmHeader;
     private final OpQueue queue = new OpQueue();
     private volatile boolean sleeping;
     /** Threads inside {@link #wake}; the worker is destroyed only once none is and no new one can signal it. */
@@ -168,6 +174,7 @@ public final class Engine {
             }
             this.efd = fd.get(JAVA_INT, 0);
             this.workerAddress = Ucp.workerAddress(wrk);
+            this.maxAmHeader = Ucp.workerMaxAmHeader(wrk);
             // the same-host check compares these only when both sides opened a shared-memory transport
             long opened = ctx;
             this.shmSettings = TransportInfo.resources(Ucp.capture(f -> Ucp.contextPrintInfo(opened, f))).stream()
@@ -963,6 +970,9 @@ public final class Engine {
         }
         if (op.markQueued()) {
             queue.offer(op);
+            // a full fence between our offer and our read of terminated, as the owner has between its write of
+            // terminated and its last drain: one of the two sees the other (a store-load pair, else both miss)
+            java.lang.invoke.VarHandle.fullFence();
             if (terminated && op.claimQueued()) { // the worker stopped after our check: nobody will dispatch it
                 requests.failNow(op, closedError(op.what));
                 return;
@@ -1614,6 +1624,9 @@ public final class Engine {
         return mode == ProgressMode.BLOCKING || idle >= SPINS + YIELDS;
     }
 
+    /** A virtual-thread owner's nap (a caller-mode {@code Ucx} driven from a virtual thread). */
+    private static final long VIRTUAL_NAP_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+
     /** Stands for "a caller waits here" in {@link #idleStep}: naps stay short, so deadlines and interrupts count. */
     private static final Op WAITING = new Op((Executor) null);
 
@@ -1622,6 +1635,10 @@ public final class Engine {
      * worker is being destroyed (the signal would read freed memory and write to a closed, maybe reused, descriptor).
      */
     private void wake() {
+        Thread o = owner;
+        if (o != null && o.isVirtual()) {
+            LockSupport.unpark(o); // napping in sleep(): parked, not in poll
+        }
         waking.getAndIncrement(); // a full fence: either closeWakes sees this thread, or this thread sees the flag
         try {
             if (!wakesClosed) {
@@ -1647,6 +1664,12 @@ public final class Engine {
             // seen before the nap, not after it
             if (!queue.isEmpty() || stopRequested || (waitingFor != null && waitingFor.done) || !deferred.isEmpty()
                     || lending.requested() || (anyPolled() && testPolled(true) != 0)) {
+                return;
+            }
+            if (Thread.currentThread().isVirtual()) {
+                // a virtual thread never blocks in native code (it would pin its carrier): a short park instead,
+                // ended early by wake()
+                LockSupport.parkNanos(this, VIRTUAL_NAP_NANOS);
                 return;
             }
             int st = Ucp.workerArm(worker);
@@ -2036,6 +2059,7 @@ public final class Engine {
             finishStuck(stuck); // nobody may wait forever, whatever failed above
         } finally {
             terminated = true;
+            java.lang.invoke.VarHandle.fullFence(); // the other half of submit()'s store-load pair
             // what was handed over while the worker stopped (a submitter that sees terminated fails its own)
             Op late;
             while ((late = queue.poll()) != null) {

@@ -103,7 +103,7 @@ public final class InCall {
         }
         int slot = slots.reserve();
         boolean small = length <= SHORT_SEND_MAX;
-        engine.setParam(small ? sendNowFlag : 0, 0, 0, 0); // polled: no callback
+        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (small ? sendNowFlag : 0), 0, 0, 0); // polled: no callback
         long r = critical(ep, length) ? Ucp.streamSendCritical(ep.handle, address, length, reqParam.address())
                 : Ucp.streamSendNbx(ep.handle, address, length, reqParam.address());
         return Status.isRequest(r) ? polled(engine.streamSend(ep, address, length, 0, blocking), slot, r)
@@ -121,6 +121,7 @@ public final class InCall {
     public Op amSend(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
         long headerLength = prefix + header.byteSize();
+        AmSend.checkHeader(ep, headerLength, AmWire.PLAIN);
         long length = payload.byteSize();
         if (!engine.ownerMayActNow(ep) || headerLength + (payload.isNative() ? 0 : length) > sendScratch.byteSize()) {
             return null;
@@ -142,7 +143,7 @@ public final class InCall {
         }
         int slot = slots.reserve();
         boolean small = headerLength + length <= SHORT_SEND_MAX;
-        engine.setParam(small ? sendNowFlag : 0, 0, 0, 0); // polled: no callback
+        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (small ? sendNowFlag : 0), 0, 0, 0); // polled: no callback
         int amId = ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J;
         long r = critical(ep, headerLength + length) ? Ucp.amSendCritical(ep.handle, amId, sendScratch.address(),
                 headerLength, buffer, length, reqParam.address())
@@ -171,8 +172,8 @@ public final class InCall {
         }
         long startedAt = length >= PeerStats.LARGE ? System.nanoTime() : 0; // for the per-peer bandwidth figures
         int slot = slots.reserve();
-        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                engine.userData(slot), 0);
+        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                Upcalls.SEND.address(), engine.userData(slot), 0);
         long r = get ? Ucp.getNbx(ep.handle, local, length, remoteAddress, rkey, reqParam.address())
                 : Ucp.putNbx(ep.handle, local, length, remoteAddress, rkey, reqParam.address());
         if (Status.isRequest(r)) {
@@ -224,7 +225,7 @@ public final class InCall {
         }
         slots.put(slot, op);
         op.request = request;
-        if (op.length >= PeerStats.LARGE) {
+        if (op.bytes() >= PeerStats.LARGE) {
             op.startedAt = System.nanoTime();
         }
         return op;

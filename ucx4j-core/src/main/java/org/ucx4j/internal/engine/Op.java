@@ -140,6 +140,11 @@ public final class Op extends EngineFuture<Long> {
         return r;
     }
 
+    /** The bytes this op moves: {@link #length}, except for an active-message send, whose length counts iov entries. */
+    long bytes() {
+        return kind == AM_SEND ? total : length;
+    }
+
     /** Operations UCX reads or writes the caller's memory for until they end. */
     private boolean holdsCallerMemory() {
         return kind == TAG_SEND || kind == STREAM_SEND || kind == STREAM_RECV || kind == AM_SEND || kind == PUT
@@ -163,6 +168,7 @@ public final class Op extends EngineFuture<Long> {
         task = null;
         mask = 0;
         probed = 0;
+        onWithdrawn = null; // a probed receive's give-back belongs to that receive alone
         error = null;
         resultLength = 0;
         senderTag = 0;
@@ -183,6 +189,7 @@ public final class Op extends EngineFuture<Long> {
         keepAlive = null;
         copyBack = null;
         error = null;
+        onWithdrawn = null;
     }
 
     static Op stub() {
@@ -241,8 +248,11 @@ public final class Op extends EngineFuture<Long> {
             try {
                 if (err == null) {
                     complete(length);
-                } else if (cancelRequested && err.status() == org.ucx4j.internal.ffi.Status.ERR_CANCELED) {
-                    super.cancel(false); // withdrawn at the caller's request: a canceled future, as it asked
+                } else if (cancelRequested && (err.status() == org.ucx4j.internal.ffi.Status.ERR_CANCELED
+                        || err instanceof org.ucx4j.EndpointClosedException)) {
+                    // withdrawn at the caller's request, or purged by the endpoint abort that the cancel made (a
+                    // send, a stream receive, RMA): a canceled future, as it asked; a dead peer's error stays
+                    super.cancel(false);
                 } else {
                     completeExceptionally(err);
                 }

@@ -95,8 +95,9 @@ final class Requests {
     /** Takes a slot for {@code op} and sets the request parameters for a send-style callback naming it. */
     private int withSendCallback(Op op) {
         int slot = slots.alloc(op);
-        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, Upcalls.SEND.address(),
-                engine.userData(slot), 0);
+        // the buffer is host memory: said, so that a UCX built with CUDA does not detect it per operation
+        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                Upcalls.SEND.address(), engine.userData(slot), 0);
         return slot;
     }
 
@@ -107,7 +108,7 @@ final class Requests {
         if (me != engine.progressThread && TestHooks.lastPoster != me) {
             TestHooks.lastPoster = me;
         }
-        if (op.length >= PeerStats.LARGE) {
+        if (op.bytes() >= PeerStats.LARGE) {
             op.startedAt = System.nanoTime();
         }
         if (Jfr.AVAILABLE && Jfr.transfers && op.kind != Op.TASK) {
@@ -210,8 +211,8 @@ final class Requests {
                 int slot = slots.alloc(op);
                 // the driving thread's own blocking receive is polled (no upcall), like a tag receive
                 op.polled = op.blocking && op.waiter == engine.owner;
-                engine.setParam(op.polled ? UCP_OP_ATTR_FIELD_FLAGS
-                        : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+                engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (op.polled ? UCP_OP_ATTR_FIELD_FLAGS
+                        : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS),
                         Upcalls.STREAM_RECV.address(), engine.userData(slot), (int) op.mask);
                 long r = Ucp.streamRecvNbx(source, op.address, op.length, lenOut.address(),
                         reqParam.address());
@@ -225,7 +226,7 @@ final class Requests {
                 }
                 int slot = slots.alloc(op);
                 // contiguous bytes are UCX's default datatype; only a frame list needs the iov one
-                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
+                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
                         | (op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0),
                         Upcalls.SEND.address(), engine.userData(slot), 0);
                 reqParam.set(JAVA_LONG, RP_DATATYPE, op.datatype);
@@ -454,6 +455,6 @@ final class Requests {
         }
         op.request = request;
         slots.release(slot);
-        complete(op, status, length < 0 ? op.length : length, tag);
+        complete(op, status, length < 0 ? op.bytes() : length, tag);
     }
 }

@@ -34,6 +34,13 @@ public final class UcxConfig {
                 if (environmentWins && System.getenv("UCX_" + key) != null) {
                     continue;
                 }
+                if (readOnly(key)) {
+                    Ucp.configRelease(config);
+                    throw new ConfigException("UCX option " + key + " is read once, when UCX loads, and cannot be "
+                            + "set per instance (UCX 1.20 refuses it, older versions ignore it): set UCX_" + key
+                            + " in the environment before the JVM starts (" + Status.name(Status.ERR_INVALID_PARAM)
+                            + ")", Status.ERR_INVALID_PARAM);
+                }
                 if (!UcpKeys.SET.contains(key) && !Ucp.isGlobalOption(key)) {
                     // a transport option (POSIX_FIFO_SIZE, TCP_...): UCX 1.13 accepts it in ucp_config_modify but
                     // never applies it ("invalid configuration"); its interfaces read it from the environment
@@ -58,6 +65,15 @@ public final class UcxConfig {
             }
             return config;
         }
+    }
+
+    /** UCS's global options that it reads only when it loads ({@code ucs_global_opts_read_only_table}). */
+    private static final java.util.Set<String> READ_ONLY = java.util.Set.of("LOG_FILE", "LOG_FILE_SIZE",
+            "LOG_FILE_ROTATE", "ERROR_SIGNALS", "VFS_ENABLE", "VFS_THREAD_AFFINITY", "MEMTRACK_DEST",
+            "RCACHE_STAT_MIN", "RCACHE_STAT_MAX");
+
+    static boolean readOnly(String key) {
+        return READ_ONLY.contains(key) || key.startsWith("STATS_") || key.startsWith("PROFILE_");
     }
 
     /** UCX's own TCP send segment size, which ucx4j's default replaces (see LibC.DEFAULTS). */

@@ -23,7 +23,8 @@ final class LibC {
      * peer-failure detection ({@code POSIX_ERROR_HANDLING}; UCX 1.13 drops shm for them otherwise), and a dead
      * same-host peer is found within seconds ({@code KEEPALIVE_INTERVAL}, 20 s in UCX), and memory UCX allocates
      * for RMA comes from the posix transport first ({@code ALLOC_PRIO}: UCX's default list with {@code md:posix}
-     * moved ahead of {@code md:sysv}), so same-host peers reach it through the posix lanes they keep with
+     * moved ahead of {@code md:sysv}, and, as in UCX 1.16 and later, no huge pages: a fallback onto the host's
+     * reserved pool at 2 MiB or 1 GiB granularity), so same-host peers reach it through the posix lanes they keep with
      * peer-failure detection: a get is then a plain copy, not a ~5x slower emulation over active messages.
      * Shared-memory segments of 32 KiB ({@code *_SEG_SIZE}, UCX: 8 KiB): with peer-failure detection UCX has no
      * zero-copy lane between same-host processes, so large messages cross the receiver's FIFO in segments, and a
@@ -38,7 +39,7 @@ final class LibC {
     static final java.util.Map<String, String> DEFAULTS = java.util.Map.of(
             "POSIX_ERROR_HANDLING", "y",
             "KEEPALIVE_INTERVAL", "1s",
-            "ALLOC_PRIO", "md:posix,md:sysv,huge,thp,md:*,mmap,heap",
+            "ALLOC_PRIO", "md:posix,md:sysv,thp,md:*,mmap,heap",
             "POSIX_SEG_SIZE", "32832",
             "SYSV_SEG_SIZE", "32832",
             "POSIX_RX_BUFS_GROW", "128",
@@ -46,10 +47,33 @@ final class LibC {
             "ADDRESS_VERSION", "v2",
             "TCP_TX_SEG_SIZE", "64K");
 
+    private static final int RTLD_LAZY = 1, RTLD_NOLOAD = 4; // Linux
+
     /** The defaults that were applied (the environment did not set them), by key without {@code UCX_}. */
     static final java.util.Set<String> APPLIED = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
+    /**
+     * Whether libucs was in the process before ucx4j prepared the environment (another UCX user in this JVM: JUCX,
+     * a RAPIDS shuffle): it read its load-time settings then, so {@code UCX_ERROR_SIGNALS} and these defaults did not
+     * reach it, and UCX may have taken the JVM's signals.
+     */
+    static boolean ucsLoadedBefore;
+
     static void prepareEnvironment(SymbolLookup libc) throws Throwable {
+        var dlopen = libc.find("dlopen");
+        if (dlopen.isPresent()) {
+            MethodHandle open = NativeAccess.downcall(libc, "dlopen", FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_INT));
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment h = (MemorySegment) open.invokeExact(a.allocateFrom("libucs.so.0"),
+                        RTLD_LAZY | RTLD_NOLOAD);
+                if (h.address() != 0) {
+                    ucsLoadedBefore = true;
+                    MethodHandle close = NativeAccess.downcall(libc, "dlclose",
+                            FunctionDescriptor.of(JAVA_INT, ADDRESS));
+                    int ignored = (int) close.invokeExact(h); // NOLOAD took a reference
+                }
+            }
+        }
         MethodHandle setenv = NativeAccess.downcall(libc, "setenv",
                 FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT));
         MethodHandle setlocale = NativeAccess.downcall(libc, "setlocale",

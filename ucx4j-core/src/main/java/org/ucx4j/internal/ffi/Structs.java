@@ -49,6 +49,14 @@ public final class Structs {
             JAVA_LONG.withName("am_alignment"),
             JAVA_LONG.withName("client_id")).withName("ucp_worker_params_t");
 
+    public static final StructLayout UCP_WORKER_ATTR = structLayout(
+            JAVA_LONG.withName("field_mask"),
+            JAVA_INT.withName("thread_mode"),
+            JAVA_INT.withName("address_flags"),
+            ADDRESS.withName("address"),
+            JAVA_LONG.withName("address_length"),
+            JAVA_LONG.withName("max_am_header")).withName("ucp_worker_attr_t");
+
     public static final StructLayout UCP_ERR_HANDLER = structLayout(
             ADDRESS.withName("cb"), ADDRESS.withName("arg")).withName("ucp_err_handler_t");
 
@@ -178,6 +186,9 @@ public final class Structs {
     public static final long LA_SOCKADDR = off(UCP_LISTENER_ATTR, "sockaddr");
     public static final long CRA_FIELD_MASK = off(UCP_CONN_REQUEST_ATTR, "field_mask");
     public static final long CRA_CLIENT_ADDRESS = off(UCP_CONN_REQUEST_ATTR, "client_address");
+    public static final long WA_FIELD_MASK = off(UCP_WORKER_ATTR, "field_mask");
+    public static final long WA_MAX_AM_HEADER = off(UCP_WORKER_ATTR, "max_am_header");
+    public static final long UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER = 1L << 3;
     public static final long RP_OP_ATTR_MASK = off(UCP_REQUEST_PARAM, "op_attr_mask");
     public static final long RP_FLAGS = off(UCP_REQUEST_PARAM, "flags");
     public static final long RP_CB = off(UCP_REQUEST_PARAM, "cb");
@@ -301,6 +312,8 @@ public final class Structs {
                 "flags", "name");
         put(m, UCP_EP_PARAMS, "field_mask", "address", "err_mode", "err_handler", "user_data", "flags", "sockaddr",
                 "conn_request", "name");
+        put(m, UCP_WORKER_ATTR, "field_mask", "thread_mode", "address_flags", "address", "address_length",
+                "max_am_header");
         put(m, UCP_ERR_HANDLER, "cb", "arg");
         put(m, UCS_SOCK_ADDR, "addr", "addrlen");
         put(m, UCP_LISTENER_PARAMS, "field_mask", "sockaddr", "accept_handler", "conn_handler");
@@ -328,6 +341,7 @@ public final class Structs {
         m.put("UCP_PARAM_FIELD_FEATURES", UCP_PARAM_FIELD_FEATURES);
         m.put("UCP_PARAM_FIELD_NAME", UCP_PARAM_FIELD_NAME);
         m.put("UCP_PARAM_FIELD_MT_WORKERS_SHARED", UCP_PARAM_FIELD_MT_WORKERS_SHARED);
+        m.put("UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER", UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
         m.put("UCP_FEATURE_TAG", UCP_FEATURE_TAG);
         m.put("UCP_FEATURE_RMA", UCP_FEATURE_RMA);
         m.put("UCP_FEATURE_WAKEUP", UCP_FEATURE_WAKEUP);

@@ -47,6 +47,12 @@ public final class Ucp {
             try {
                 libc = NativeAccess.defaultLookup();
                 LibC.prepareEnvironment(libc);
+                if (LibC.ucsLoadedBefore) {
+                    org.slf4j.LoggerFactory.getLogger(Ucp.class).warn("ucx4j: UCX (libucs) was loaded into this "
+                            + "process before ucx4j: its load-time settings did not come from ucx4j, so UCX may "
+                            + "have installed handlers for the JVM's signals; start the JVM with UCX_ERROR_SIGNALS= "
+                            + "(empty) and UCX_DEBUG_SIGNO=0 in its environment");
+                }
                 UcxLibrary lib = UcxLibrary.load();
                 location = lib.location;
                 ucp = lib.ucp;
@@ -90,6 +96,7 @@ public final class Ucp {
         static final MethodHandle WORKER_ARM = ucp("ucp_worker_arm", I_L);
         static final MethodHandle WORKER_SIGNAL = ucp("ucp_worker_signal", I_L, CRITICAL);
         static final MethodHandle WORKER_GET_ADDRESS = ucp("ucp_worker_get_address", I_LLL);
+        static final MethodHandle WORKER_QUERY = ucp("ucp_worker_query", I_LL);
         static final MethodHandle WORKER_RELEASE_ADDRESS = ucp("ucp_worker_release_address", V_LL);
         static final MethodHandle EP_CREATE = ucp("ucp_ep_create", I_LLL);
         static final MethodHandle EP_CLOSE_NBX = ucp("ucp_ep_close_nbx", L_LL);
@@ -283,6 +290,24 @@ public final class Ucp {
             byte[] b = NativeAccess.view(addr, len).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
             Holder.WORKER_RELEASE_ADDRESS.invokeExact(worker, addr);
             return b;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /**
+     * The largest active-message header this worker's transports take ({@code ucp_worker_query},
+     * {@code max_am_header}: the smallest over every transport the worker opened).
+     */
+    public static long workerMaxAmHeader(long worker) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment attr = a.allocate(Structs.UCP_WORKER_ATTR);
+            attr.set(JAVA_LONG, Structs.WA_FIELD_MASK, Structs.UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
+            int st = status((int) Holder.WORKER_QUERY.invokeExact(worker, attr.address()));
+            if (st != Status.OK) {
+                throw new IllegalStateException("ucp_worker_query failed: " + statusString(st));
+            }
+            return attr.get(JAVA_LONG, Structs.WA_MAX_AM_HEADER);
         } catch (Throwable t) {
             throw rethrow(t);
         }

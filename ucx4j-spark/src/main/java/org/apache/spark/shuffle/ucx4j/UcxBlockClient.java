@@ -84,6 +84,16 @@ final class UcxBlockClient extends BlockStoreClient {
         }
     }
 
+    /**
+     * Spark asks the server why a block failed its checksum twice (disk or network); ucx4j's servers answer only
+     * fetches, and every executor's Netty block service answers this.
+     */
+    @Override
+    public org.apache.spark.network.shuffle.checksum.Cause diagnoseCorruption(String host, int port, String execId,
+            int shuffleId, long mapId, int reduceId, long checksum, String algorithm) {
+        return nettyClient().diagnoseCorruption(host, port, execId, shuffleId, mapId, reduceId, checksum, algorithm);
+    }
+
     /** Spark's own block transfer client, for executors that serve no ucx4j block server. */
     private static BlockStoreClient nettyClient() {
         return org.apache.spark.SparkEnv.get().blockManager().blockStoreClient();

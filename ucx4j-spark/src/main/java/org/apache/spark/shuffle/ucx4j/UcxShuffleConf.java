@@ -24,6 +24,7 @@ final class UcxShuffleConf {
     static final String PART_SIZE = PREFIX + "partSize";
     static final String PARTS_IN_FLIGHT = PREFIX + "partsInFlight";
     static final String PULL_BUDGET = PREFIX + "pullBudget";
+    static final String RECEIVE_CACHE = PREFIX + "receiveCache";
     static final String UCX_PREFIX = PREFIX + "ucx.";
 
     private final SparkConf conf;
@@ -39,6 +40,11 @@ final class UcxShuffleConf {
 
     int port() {
         return conf.getInt(PORT, 0);
+    }
+
+    /** Further ports tried after a fixed {@link #port()} that is taken: Spark's {@code spark.port.maxRetries}. */
+    int portRetries() {
+        return Math.max(0, conf.getInt("spark.port.maxRetries", 16));
     }
 
     String bindAddress() {
@@ -76,6 +82,15 @@ final class UcxShuffleConf {
      */
     long pullBudget() {
         return conf.getSizeAsBytes(PULL_BUDGET, String.valueOf(partsInFlight() * partSize()));
+    }
+
+    /**
+     * Freed receive blocks an executor keeps for reuse (native memory outside the heap, counted against
+     * {@code spark.executor.memoryOverhead}): 64 MiB, a quarter of ucx4j's default, so the default overhead
+     * (at least 384 MiB) keeps room for the blocks in flight.
+     */
+    long receiveCache() {
+        return conf.getSizeAsBytes(RECEIVE_CACHE, "64m");
     }
 
     /** A request that sees no data for this long fails (Spark's own idle timeout for shuffle connections). */

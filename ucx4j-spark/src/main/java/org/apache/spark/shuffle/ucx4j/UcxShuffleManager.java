@@ -89,9 +89,8 @@ public final class UcxShuffleManager extends SortShuffleManager {
     @Override
     public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
             ShuffleWriteMetricsReporter metrics) {
-        if (enabled) {
-            transport(); // this executor's blocks must be servable before any reducer learns where they are
-        } else if (servedByNetty && !nettyRegistered) {
+        // this executor's blocks must be servable before any reducer learns where they are
+        if (startedTransport() == null && (servedByNetty || startFailed) && !nettyRegistered) {
             registerServedByNetty();
         }
         return super.getWriter(handle, mapId, context, metrics);
@@ -101,14 +100,15 @@ public final class UcxShuffleManager extends SortShuffleManager {
     public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
             int startPartition, int endPartition, TaskContext context, ShuffleReadMetricsReporter metrics) {
         BaseShuffleHandle<K, ?, C> h = (BaseShuffleHandle<K, ?, C>) handle;
-        if (!enabled || h.dependency().isShuffleMergeFinalizedMarked()) {
+        UcxShuffleTransport t = h.dependency().isShuffleMergeFinalizedMarked() ? null : startedTransport();
+        if (t == null) { // off here, or push-merged shuffle blocks (they live at the external shuffle service)
             return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context,
-                    metrics); // push-merged shuffle blocks live at the external shuffle service: Spark's client
+                    metrics); // Spark's own client: every executor's block service serves every block
         }
         var blocks = SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(handle.shuffleId(), startMapIndex,
                 endMapIndex, startPartition, endPartition);
         boolean batch = SortShuffleManager$.MODULE$.canUseBatchFetch(startPartition, endPartition, context);
-        return new UcxShuffleReader<>(h, blocks, context, metrics, transport().client(), batch);
+        return new UcxShuffleReader<>(h, blocks, context, metrics, t.client(), batch);
     }
 
     /** Tells the driver that this executor's blocks are fetched with Spark's own client (see servedByNetty). */
@@ -126,22 +126,39 @@ public final class UcxShuffleManager extends SortShuffleManager {
         }
     }
 
-    private UcxShuffleTransport transport() {
+    /**
+     * This executor's transport, started on first use; null where ucx4j is off here: a fallback decided at start,
+     * or, with {@code spark.ucx4j.fallback=true}, a start that failed (UCX refused to open, the port range taken):
+     * then this executor registers as served by Spark's own transfer service and reads with Spark's client. Without
+     * the fallback such a failure fails the task, and the next task tries again.
+     */
+    private UcxShuffleTransport startedTransport() {
         UcxShuffleTransport t = transport;
-        if (t == null) {
-            synchronized (startLock) {
-                if (stopped) {
-                    throw new IllegalStateException("ucx4j shuffle manager stopped");
-                }
-                t = transport;
-                if (t == null) {
-                    t = new UcxShuffleTransport(conf, SparkEnv.get(), shuffleBlockResolver());
-                    transport = t;
+        if (t != null || !enabled || startFailed) {
+            return t;
+        }
+        synchronized (startLock) {
+            if (stopped) {
+                throw new IllegalStateException("ucx4j shuffle manager stopped");
+            }
+            if (transport == null && !startFailed) {
+                try {
+                    transport = new UcxShuffleTransport(conf, SparkEnv.get(), shuffleBlockResolver());
+                } catch (RuntimeException e) {
+                    if (!conf.fallback()) {
+                        throw e;
+                    }
+                    LOG.warn("ucx4j shuffle: this executor could not start ucx4j ({}); its shuffle uses Spark's "
+                            + "built-in transfer service ({}=true)", e.toString(), UcxShuffleConf.FALLBACK);
+                    startFailed = true;
                 }
             }
+            return transport;
         }
-        return t;
     }
+
+    /** The transport could not start here and {@code spark.ucx4j.fallback} asked for Spark's own instead. */
+    private volatile boolean startFailed;
 
     @Override
     public void stop() {

@@ -55,6 +55,8 @@ final class UcxShuffleTransport implements AutoCloseable {
     static final int MAX_RETIRED = 256;
     private final UcxBlockClient client;
     private final TransportConf transportConf;
+    /** Where fetched blocks land, shared by replaced and current instances; emptied at close. */
+    private final org.ucx4j.PooledAllocator receivePool;
     /** The instance new connections use. */
     private volatile Generation current;
     /** Every instance not closed yet: the current one, and replaced ones whose connections are draining. */
@@ -91,7 +93,8 @@ final class UcxShuffleTransport implements AutoCloseable {
                 Option.empty()); // for Spark's download files
         // fetched blocks wait in Spark's queue for their task and may outlive a replaced instance (see retire):
         // they live in ucx4j's pool, never in UCX's own buffers, which go with the instance
-        UcxOptions o = conf.ucxOptions().withUcxBuffers(false);
+        this.receivePool = new org.ucx4j.PooledAllocator(conf.receiveCache());
+        UcxOptions o = conf.ucxOptions().withUcxBuffers(false).withAllocator(org.ucx4j.MemoryType.HOST, receivePool);
         if (env.securityManager().isAuthenticationEnabled()) {
             o = o.withSecret(env.securityManager().getSecretKey().getBytes(StandardCharsets.UTF_8));
         }
@@ -109,8 +112,7 @@ final class UcxShuffleTransport implements AutoCloseable {
         try {
             BlockServer server = new BlockServer(resolver, conf.partSize(), conf.partsInFlight());
             server.onClientClosed(ep -> retire(new PeerTraffic(executorId, ep.stats().peer(), false, ep.stats())));
-            Listener listener = conf.bindAddress() == null ? ucx.listen(conf.port(), server)
-                    : ucx.listen(conf.bindAddress(), conf.port(), server);
+            Listener listener = listen(ucx, server);
             UcxDriverEndpoint.Address me = new UcxDriverEndpoint.Address(executorId, host, listener.port());
             Generation g = new Generation(number, ucx, server, listener, me);
             driver.askSync(new UcxDriverEndpoint.Register(me), ClassTag$.MODULE$.apply(Boolean.class));
@@ -122,6 +124,29 @@ final class UcxShuffleTransport implements AutoCloseable {
         } catch (RuntimeException e) {
             ucx.close();
             throw e;
+        }
+    }
+
+    /**
+     * Listens on the configured port, or, as Spark's own services do, on the next ones up to
+     * {@code spark.port.maxRetries} further where it is taken (two executors on one host with one fixed port).
+     */
+    private Listener listen(Ucx ucx, BlockServer server) {
+        int base = conf.port();
+        for (int i = 0; ; i++) {
+            int port = base == 0 ? 0 : (base - 1024 + i) % (65536 - 1024) + 1024;
+            try {
+                return conf.bindAddress() == null ? ucx.listen(port, server)
+                        : ucx.listen(conf.bindAddress(), port, server);
+            } catch (org.ucx4j.EndpointClosedException e) {
+                throw e;
+            } catch (org.ucx4j.UcxException e) {
+                if (base == 0 || i >= conf.portRetries()) {
+                    throw e;
+                }
+                LOG.info("ucx4j shuffle: port {} is taken ({}); trying {}", port, e.getMessage(),
+                        (port - 1024 + 1) % (65536 - 1024) + 1024);
+            }
         }
     }
 
@@ -227,8 +252,14 @@ final class UcxShuffleTransport implements AutoCloseable {
      * there). Asks the driver on first use; {@code lookUp} false answers from what is known here, without blocking.
      */
     boolean servedByNetty(String peerExecutorId, boolean lookUp) {
-        UcxDriverEndpoint.Address a = lookUp ? address(peerExecutorId) : addresses.get(peerExecutorId);
-        return a != null && a.isServedByNetty();
+        if (!lookUp) {
+            UcxDriverEndpoint.Address a = addresses.get(peerExecutorId);
+            return a != null && a.isServedByNetty();
+        }
+        UcxDriverEndpoint.Address a = lookUp(peerExecutorId);
+        // none known: an executor that never ran a shuffle task holds blocks migrated to it (decommissioning), or
+        // the executor is gone: Spark's own transfer service serves the former and fails the latter
+        return a == null || a.isServedByNetty();
     }
 
     /** How often a failed connection setup is tried again: Spark's {@code spark.shuffle.io.maxRetries}. */
@@ -334,6 +365,16 @@ final class UcxShuffleTransport implements AutoCloseable {
     }
 
     private UcxDriverEndpoint.Address address(String peerExecutorId) {
+        UcxDriverEndpoint.Address a = lookUp(peerExecutorId);
+        if (a == null) {
+            throw new IllegalStateException("ucx4j shuffle: the driver knows no block server for executor "
+                    + peerExecutorId);
+        }
+        return a;
+    }
+
+    /** Where the executor serves blocks, asking the driver unless known here; null when the driver knows none. */
+    private UcxDriverEndpoint.Address lookUp(String peerExecutorId) {
         UcxDriverEndpoint.Address a = addresses.get(peerExecutorId);
         if (a != null) {
             return a;
@@ -341,8 +382,7 @@ final class UcxShuffleTransport implements AutoCloseable {
         Object reply = driver.askSync(new UcxDriverEndpoint.Lookup(peerExecutorId),
                 ClassTag$.MODULE$.apply(Object.class));
         if (!(reply instanceof UcxDriverEndpoint.Address found)) {
-            throw new IllegalStateException("ucx4j shuffle: the driver knows no block server for executor "
-                    + peerExecutorId);
+            return null; // not remembered: the executor may start its block server later
         }
         addresses.put(peerExecutorId, found);
         return found;
@@ -382,5 +422,6 @@ final class UcxShuffleTransport implements AutoCloseable {
             g.listener.close();
             g.ucx.close();
         }
+        receivePool.close(); // blocks still held by tasks are freed as they come back
     }
 }

@@ -52,6 +52,8 @@ class UcxShuffleClusterTest {
     private static Map<String, List<String>> builtIn;
     private static SparkSession spark;
     private static final Metrics METRICS = new Metrics();
+    /** One fixed block-server port for both executors of this host: the second takes the next free one. */
+    private static final int PORT = freePort();
 
     @BeforeAll
     static void runBuiltInThenStartUcx() {
@@ -68,7 +70,8 @@ class UcxShuffleClusterTest {
                 // few-hundred-MB shuffle takes that path, the small jobs stay in memory
                 .set("spark.network.maxRemoteBlockSizeFetchToMem", "4m")
                 .set(UcxShuffleConf.PART_SIZE, "1m")
-                .set(UcxShuffleConf.PARTS_IN_FLIGHT, "3"));
+                .set(UcxShuffleConf.PARTS_IN_FLIGHT, "3")
+                .set(UcxShuffleConf.PORT, String.valueOf(PORT)));
         spark.sparkContext().addSparkListener(METRICS);
     }
 
@@ -110,6 +113,29 @@ class UcxShuffleClusterTest {
 
     @Test
     @Order(3)
+    void twoExecutorsGivenOnePortListenOnItAndTheNextAndUnknownExecutorsGoToSparksClient() {
+        List<Integer> ports = ExecutorProbe.onEach(spark.sparkContext(),
+                () -> List.of(UcxShuffleManager.localTransport().address().port()));
+        assertEquals(2, ports.size(), String.valueOf(ports));
+        assertTrue(ports.contains(PORT), "one executor has the configured port " + PORT + ": " + ports);
+        assertTrue(ports.stream().allMatch(p -> p >= PORT && p <= PORT + 16) && ports.get(0) - ports.get(1) != 0,
+                "the other one a port after it: " + ports);
+        // an executor the driver knows no block server of (blocks migrated to one that never ran a shuffle task, or
+        // one that is gone) is fetched from with Spark's own client, which serves the first and fails the second
+        assertEquals(List.of(true, true), ExecutorProbe.onEach(spark.sparkContext(),
+                () -> List.of(UcxShuffleManager.localTransport().servedByNetty("no-such-executor", true))));
+    }
+
+    private static int freePort() {
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            return s.getLocalPort();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    @Test
+    @Order(4)
     void aFewHundredMegabytesShuffleIntact() {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
         int partitions = 8;
@@ -141,7 +167,7 @@ class UcxShuffleClusterTest {
     }
 
     @Test
-    @Order(4)
+    @Order(5)
     void aPeerWithoutTheApplicationSecretIsRefused() {
         List<String> servers = ExecutorProbe.onEach(spark.sparkContext(), () -> {
             String a = UcxShuffleManager.localServerAddress();
@@ -175,7 +201,7 @@ class UcxShuffleClusterTest {
     }
 
     @Test
-    @Order(5)
+    @Order(6)
     void anExecutorThatReplacesItsUcxInstanceKeepsServingAndPeersFollowIt() {
         List<String> before = ExecutorProbe.onEach(spark.sparkContext(),
                 () -> List.of(UcxShuffleManager.localServerAddress()));
@@ -190,11 +216,10 @@ class UcxShuffleClusterTest {
             }
             return List.<String>of();
         });
-        List<String> after = ExecutorProbe.onEach(spark.sparkContext(),
-                () -> List.of(UcxShuffleManager.localServerAddress()));
-        assertEquals(2, after.size(), String.valueOf(after));
-        assertEquals(1, after.stream().filter(a -> !before.contains(a)).count(),
-                "one new block server: " + before + " -> " + after);
+        // a new instance and block server (with the fixed port of this session, on the port the old one gave up)
+        List<Integer> generations = ExecutorProbe.onEach(spark.sparkContext(),
+                () -> List.of(UcxShuffleManager.localTransport().generation()));
+        assertEquals(List.of(0, 1), generations.stream().sorted().toList(), "one executor replaced its instance");
         int failuresBefore = METRICS.fetchFailures.get();
         long remoteBefore = METRICS.remoteBytes.get();
         Map<String, List<String>> again = Workloads.run(spark);
@@ -210,7 +235,7 @@ class UcxShuffleClusterTest {
     }
 
     @Test
-    @Order(6)
+    @Order(7)
     void anExecutorKilledMidShuffleCostsAStageRetryNotAHang() {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
         List<Tuple2<String, Long>> executors = ExecutorProbe.onEach(spark.sparkContext(),
