@@ -81,11 +81,7 @@ class ProbeTest {
     void aProbedReceiveWithdrawnBeforeItStartedLeavesTheMessageForTheNextTry() throws Exception {
         CallerModeTest.withCallerClient((caller, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
-                server.sendAsync(Data.pattern(arena, 64, 4), 3);
-                ProbedMessage m = await(() -> {
-                    caller.progress();
-                    return client.probe(3, true);
-                });
+                ProbedMessage m = probedOnCallerOwner(caller, client, server, arena, 4);
                 MemorySegment in = arena.allocate(64);
                 java.util.concurrent.CompletableFuture<Throwable> other = new java.util.concurrent.CompletableFuture<>();
                 Thread.ofPlatform().start(() -> { // the owner (this thread) does not progress meanwhile
@@ -113,11 +109,7 @@ class ProbeTest {
     void aWithdrawnCallAfterAProbedReceiveDoesNotHandTheMessageBack() throws Exception {
         CallerModeTest.withCallerClient((caller, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
-                server.sendAsync(Data.pattern(arena, 64, 5), 3);
-                ProbedMessage m = await(() -> {
-                    caller.progress();
-                    return client.probe(3, true);
-                });
+                ProbedMessage m = probedOnCallerOwner(caller, client, server, arena, 5);
                 MemorySegment in = arena.allocate(64);
                 java.util.concurrent.CompletableFuture<Long> first = new java.util.concurrent.CompletableFuture<>();
                 java.util.concurrent.CountDownLatch secondMay = new java.util.concurrent.CountDownLatch(1);
@@ -140,6 +132,16 @@ class ProbeTest {
                 assertTrue(t instanceof UcxTimeoutException, "got " + t);
                 assertThrows(IllegalStateException.class, () -> client.recv(m, in, T), "received once only");
             }
+        });
+    }
+
+    /** A 64-byte message (pattern {@code seed}) sent to a caller-mode client, taken by a removing probe there. */
+    private static ProbedMessage probedOnCallerOwner(Ucx caller, Endpoint client, Endpoint server, Arena arena,
+            int seed) throws Exception {
+        server.sendAsync(Data.pattern(arena, 64, seed), 3);
+        return await(() -> {
+            caller.progress();
+            return client.probe(3, true);
         });
     }
 }
