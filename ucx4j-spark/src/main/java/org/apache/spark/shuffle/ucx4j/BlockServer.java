@@ -44,6 +44,8 @@ final class BlockServer implements ConnectionHandler {
     private final int partsInFlight;
     private final Set<Endpoint> clients = ConcurrentHashMap.newKeySet();
     private volatile java.util.function.Consumer<Endpoint> onClientClosed = ep -> { };
+    /** Requests still to be answered by dropping their connection (a test's network failure). */
+    private final java.util.concurrent.atomic.AtomicInteger requestsToDrop = new java.util.concurrent.atomic.AtomicInteger();
 
     BlockServer(ShuffleBlockResolver resolver, long partSize, int partsInFlight) {
         if (partSize <= 0 || partsInFlight <= 0) {
@@ -62,6 +64,19 @@ final class BlockServer implements ConnectionHandler {
     /** Called with each reducer connection that closes (its final statistics are still readable). */
     void onClientClosed(java.util.function.Consumer<Endpoint> sink) {
         this.onClientClosed = sink;
+    }
+
+    /**
+     * For tests: the next {@code n} requests are not answered, their connections are aborted instead, as a network
+     * failure between two live executors would end them.
+     */
+    void dropNextRequests(int n) {
+        requestsToDrop.set(n);
+    }
+
+    /** How many of the requests to drop have not come yet. */
+    int requestsToDrop() {
+        return requestsToDrop.get();
     }
 
     /**
@@ -93,6 +108,12 @@ final class BlockServer implements ConnectionHandler {
                     if (ids.length != h.index()) {
                         throw new IOException("fetch request names " + ids.length + " blocks, header says "
                                 + h.index());
+                    }
+                    if (requestsToDrop.get() > 0 && requestsToDrop.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+                        LOG.warn("ucx4j shuffle: dropping connection {} with request {} unanswered, as asked",
+                                ep, h.requestId());
+                        ep.abort();
+                        return;
                     }
                     if (h.kind() == Wire.FETCH) {
                         serve(ep, h.requestId(), ids);

@@ -4,7 +4,10 @@ import java.io.IOException;
 
 import org.apache.spark.network.shuffle.BlockFetchingListener;
 import org.apache.spark.network.shuffle.BlockStoreClient;
+import org.apache.spark.network.shuffle.BlockTransferListener;
 import org.apache.spark.network.shuffle.DownloadFileManager;
+import org.apache.spark.network.shuffle.ErrorHandler;
+import org.apache.spark.network.shuffle.RetryingBlockTransferor;
 
 /**
  * Spark's block-fetch client interface over ucx4j: {@link org.apache.spark.storage.ShuffleBlockFetcherIterator}
@@ -12,9 +15,17 @@ import org.apache.spark.network.shuffle.DownloadFileManager;
  * metrics and {@code FetchFailedException} all stay Spark's own. Blocks are received into ucx4j's native memory,
  * never the heap; where Spark asks for them on disk ({@code downloadFileManager}, for requests above
  * {@code spark.network.maxRemoteBlockSizeFetchToMem}) they are streamed into its download files in parts.
+ *
+ * <p>Failures are retried as Netty's client retries them, by Spark's own {@link RetryingBlockTransferor}: an I/O
+ * failure (the connection lost or never made, no data for {@code spark.network.timeout}, no memory for a block on
+ * this side) asks again for every block not yet delivered, over a new connection, up to
+ * {@code spark.shuffle.io.maxRetries} times {@code spark.shuffle.io.retryWait} apart; so a live executor that
+ * dropped one connection, or was slow to answer once (a long GC pause), is not taken for lost, which would cost
+ * Spark every map output on it. A block the server refused (it cannot read it) is not retried, as Netty does not
+ * retry a server's failure; nor is anything once the blocks were handed to Spark's own client, which retries by
+ * itself.
  */
 final class UcxBlockClient extends BlockStoreClient {
-    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(UcxBlockClient.class);
     private final UcxShuffleTransport transport;
 
     UcxBlockClient(UcxShuffleTransport transport) {
@@ -29,58 +40,67 @@ final class UcxBlockClient extends BlockStoreClient {
                 nettyClient().fetchBlocks(host, port, execId, blockIds, listener, downloadFileManager);
                 return;
             }
-            PeerConnection c = transport.cachedPeer(execId);
-            if (c != null && c.fetch(transport.nextRequestId(), blockIds, listener, downloadFileManager)) {
-                return;
-            }
-            // first contact (or the connection just retired): the driver lookup and the connect block, so they run
-            // off the task thread
-            Thread.ofVirtual().name("ucx4j-shuffle-connect-" + execId).start(
-                    () -> connectAndFetch(host, port, execId, blockIds, listener, downloadFileManager));
+            Fetch fetch = new Fetch(host, port, execId, downloadFileManager);
+            new RetryingBlockTransferor(transport.transportConf(), fetch, blockIds, listener, fetch).start();
         } catch (Throwable t) { // as Netty's client does: every block hears of it, the task thread does not
             failAll(blockIds, listener, new IOException("ucx4j shuffle: fetch from executor " + execId + " failed: "
                     + t, t));
         }
     }
 
-    /**
-     * Connects and sends the request. Setting up the connection is retried as Netty's client retries it
-     * ({@code spark.shuffle.io.maxRetries} more tries, {@code spark.shuffle.io.retryWait} apart), so a peer that
-     * was slow to answer once (a long GC pause, a full accept backlog) is not taken for lost, which would cost
-     * Spark every map output on it; a failed answer is never retried here (Spark decides about those).
-     */
-    private void connectAndFetch(String host, int port, String execId, String[] blockIds,
-            BlockFetchingListener listener, DownloadFileManager downloadFileManager) {
-        int retries = transport.connectRetries();
-        for (int attempt = 0; ; attempt++) {
-            try {
-                if (transport.servedByNetty(execId, true)) { // no UCX there: Spark's own client fetches them
-                    nettyClient().fetchBlocks(host, port, execId, blockIds, listener, downloadFileManager);
-                    return;
-                }
-                PeerConnection peer = transport.peer(execId);
-                if (peer.fetch(transport.nextRequestId(), blockIds, listener, downloadFileManager)) {
-                    return;
-                }
-                throw new IOException("the connection was retired as the request was made");
-            } catch (Throwable t) {
-                if (attempt >= retries || t instanceof InterruptedException || transport.isStopped()) {
-                    failAll(blockIds, listener, new IOException("ucx4j shuffle: cannot reach executor " + execId
-                            + " (block manager " + host + ":" + port + ") after " + (attempt + 1) + " tries: "
-                            + t.getMessage(), t));
-                    return;
-                }
-                LOG.info("ucx4j shuffle: connecting to executor {} failed ({}), retrying in {} ms ({} of {})",
-                        execId, t.toString(), transport.connectRetryWaitMillis(), attempt + 1, retries);
-                try {
-                    Thread.sleep(transport.connectRetryWaitMillis());
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    failAll(blockIds, listener, new IOException("ucx4j shuffle: interrupted while connecting to "
-                            + "executor " + execId, e));
-                    return;
-                }
+    /** One {@code fetchBlocks} call: starts each try, and says which failures are worth another. */
+    private final class Fetch implements RetryingBlockTransferor.BlockTransferStarter, ErrorHandler {
+        private final String host;
+        private final int port;
+        private final String execId;
+        private final DownloadFileManager toDisk;
+        /** The blocks went to Spark's own client, which retries by itself. */
+        private volatile boolean byNetty;
+
+        Fetch(String host, int port, String execId, DownloadFileManager toDisk) {
+            this.host = host;
+            this.port = port;
+            this.execId = execId;
+            this.toDisk = toDisk;
+        }
+
+        @Override
+        public void createAndStart(String[] blockIds, BlockTransferListener transferListener) {
+            BlockFetchingListener listener = (BlockFetchingListener) transferListener; // Spark's retrying one is
+            PeerConnection c = transport.cachedPeer(execId);
+            if (c != null && c.fetch(transport.nextRequestId(), blockIds, listener, toDisk)) {
+                return;
             }
+            // first contact (or the connection just retired or failed): the driver lookup and the connect block, so
+            // they run off the task thread
+            Thread.ofVirtual().name("ucx4j-shuffle-connect-" + execId)
+                    .start(() -> connectAndFetch(blockIds, listener));
+        }
+
+        private void connectAndFetch(String[] blockIds, BlockFetchingListener listener) {
+            try {
+                for (int tries = 1; ; tries++) {
+                    if (transport.servedByNetty(execId, true)) { // no UCX there: Spark's own client fetches them
+                        byNetty = true;
+                        nettyClient().fetchBlocks(host, port, execId, blockIds, plain(listener), toDisk);
+                        return;
+                    }
+                    if (transport.peer(execId).fetch(transport.nextRequestId(), blockIds, listener, toDisk)) {
+                        return;
+                    }
+                    if (tries == 3) { // retired between the look-up and the request, three times over
+                        throw new IOException("its connections were retired as the requests were made");
+                    }
+                }
+            } catch (Throwable t) {
+                failAll(blockIds, listener, new IOException("ucx4j shuffle: cannot reach executor " + execId
+                        + " (block manager " + host + ":" + port + "): " + t.getMessage(), t));
+            }
+        }
+
+        @Override
+        public boolean shouldRetryError(Throwable t) {
+            return !byNetty && !(t instanceof BlockRefusedException) && !transport.isStopped();
         }
     }
 
@@ -99,9 +119,34 @@ final class UcxBlockClient extends BlockStoreClient {
         return org.apache.spark.SparkEnv.get().blockManager().blockStoreClient();
     }
 
+    /**
+     * The listener as a plain one: Spark's client wraps what it is given in a retrying listener of its own, which
+     * asks its parent for a name that Spark's retrying listener refuses to give.
+     */
+    private static BlockFetchingListener plain(BlockFetchingListener l) {
+        return new BlockFetchingListener() {
+            @Override
+            public void onBlockFetchSuccess(String blockId, org.apache.spark.network.buffer.ManagedBuffer data) {
+                l.onBlockFetchSuccess(blockId, data);
+            }
+
+            @Override
+            public void onBlockFetchFailure(String blockId, Throwable e) {
+                l.onBlockFetchFailure(blockId, e);
+            }
+        };
+    }
+
     private static void failAll(String[] blockIds, BlockFetchingListener listener, IOException e) {
         for (String id : blockIds) {
             listener.onBlockFetchFailure(id, e);
+        }
+    }
+
+    /** A block its server answered it cannot serve (it could not read it): Spark decides, nothing is retried. */
+    static final class BlockRefusedException extends IOException {
+        BlockRefusedException(String message) {
+            super(message);
         }
     }
 

@@ -90,7 +90,7 @@ final class UcxShuffleTransport implements AutoCloseable {
         this.host = env.blockManager().blockManagerId().host();
         this.resolver = resolver;
         this.transportConf = SparkTransportConf.fromSparkConf(env.conf(), "shuffle", 0, Option.empty(),
-                Option.empty()); // for Spark's download files
+                Option.empty()); // retries, download files
         // fetched blocks wait in Spark's queue for their task and may outlive a replaced instance (see retire):
         // they live in ucx4j's pool, never in UCX's own buffers, which go with the instance
         this.receivePool = new org.ucx4j.PooledAllocator(conf.receiveCache());
@@ -262,14 +262,14 @@ final class UcxShuffleTransport implements AutoCloseable {
         return a == null || a.isServedByNetty();
     }
 
-    /** How often a failed connection setup is tried again: Spark's {@code spark.shuffle.io.maxRetries}. */
-    int connectRetries() {
-        return Math.max(0, transportConf.maxIORetries());
+    /** The current block server: for tests. */
+    BlockServer server() {
+        return current.server;
     }
 
-    /** The pause between those tries: {@code spark.shuffle.io.retryWait}. */
-    long connectRetryWaitMillis() {
-        return Math.max(0, transportConf.ioRetryWaitTimeMs());
+    /** Spark's settings of its shuffle transfer service: retries, download files. */
+    TransportConf transportConf() {
+        return transportConf;
     }
 
     /** True once the transport closed (the executor stops): nothing is retried then. */

@@ -43,7 +43,8 @@ import scala.Tuple2;
 /**
  * The plug-in on {@code local-cluster[2,1,1024]}: every job gives the same answer as Spark's built-in shuffle, blocks
  * really cross executor processes over ucx4j (authenticated with the application secret), fetch metrics reach Spark,
- * a few hundred MB shuffle intact, and an executor SIGKILLed mid-shuffle costs a stage retry, not a hang.
+ * a few hundred MB shuffle intact, a connection dropped between live executors is asked again rather than failed,
+ * and an executor SIGKILLed mid-shuffle costs a stage retry, not a hang.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 5, unit = java.util.concurrent.TimeUnit.MINUTES)
@@ -71,7 +72,9 @@ class UcxShuffleClusterTest {
                 .set("spark.network.maxRemoteBlockSizeFetchToMem", "4m")
                 .set(UcxShuffleConf.PART_SIZE, "1m")
                 .set(UcxShuffleConf.PARTS_IN_FLIGHT, "3")
-                .set(UcxShuffleConf.PORT, String.valueOf(PORT)));
+                .set(UcxShuffleConf.PORT, String.valueOf(PORT))
+                // a dropped connection is asked again a second later (Spark's default: 5 s)
+                .set("spark.shuffle.io.retryWait", "1s"));
         spark.sparkContext().addSparkListener(METRICS);
     }
 
@@ -236,6 +239,28 @@ class UcxShuffleClusterTest {
 
     @Test
     @Order(7)
+    void aConnectionDroppedBetweenLiveExecutorsIsAskedAgainNotAFetchFailure() {
+        // each block server aborts the connection of the next request it gets, unanswered
+        ExecutorProbe.onEach(spark.sparkContext(), () -> {
+            UcxShuffleManager.localTransport().server().dropNextRequests(1);
+            return List.<String>of();
+        });
+        int failuresBefore = METRICS.fetchFailures.get();
+        long remoteBefore = METRICS.remoteBytes.get();
+        Map<String, List<String>> again = Workloads.run(spark);
+        for (String job : builtIn.keySet()) {
+            assertEquals(builtIn.get(job), again.get(job), job + " differs from the built-in shuffle");
+        }
+        assertEquals(List.of(0, 0), ExecutorProbe.onEach(spark.sparkContext(),
+                () -> List.of(UcxShuffleManager.localTransport().server().requestsToDrop())),
+                "both servers dropped a connection with a request in flight");
+        assertTrue(METRICS.remoteBytes.get() > remoteBefore, "nothing crossed executors");
+        assertEquals(failuresBefore, METRICS.fetchFailures.get(),
+                "the reducers asked again on new connections (spark.shuffle.io.maxRetries) instead of failing");
+    }
+
+    @Test
+    @Order(8)
     void anExecutorKilledMidShuffleCostsAStageRetryNotAHang() {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
         List<Tuple2<String, Long>> executors = ExecutorProbe.onEach(spark.sparkContext(),
