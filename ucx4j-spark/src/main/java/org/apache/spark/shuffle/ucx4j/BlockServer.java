@@ -3,6 +3,7 @@ package org.apache.spark.shuffle.ucx4j;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.StandardOpenOption;
@@ -10,6 +11,7 @@ import java.util.ArrayDeque;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.spark.network.buffer.FileSegmentManagedBuffer;
 import org.apache.spark.network.buffer.ManagedBuffer;
@@ -45,7 +47,7 @@ final class BlockServer implements ConnectionHandler {
     private final Set<Endpoint> clients = ConcurrentHashMap.newKeySet();
     private volatile java.util.function.Consumer<Endpoint> onClientClosed = ep -> { };
     /** Requests still to be answered by dropping their connection (a test's network failure). */
-    private final java.util.concurrent.atomic.AtomicInteger requestsToDrop = new java.util.concurrent.atomic.AtomicInteger();
+    private final AtomicInteger requestsToDrop = new AtomicInteger();
 
     BlockServer(ShuffleBlockResolver resolver, long partSize, int partsInFlight) {
         if (partSize <= 0 || partsInFlight <= 0) {
@@ -77,6 +79,36 @@ final class BlockServer implements ConnectionHandler {
     /** How many of the requests to drop have not come yet. */
     int requestsToDrop() {
         return requestsToDrop.get();
+    }
+
+    /** A block to corrupt (a test's network corruption): armed, its id once chosen, how often it was corrupted. */
+    private volatile boolean corrupting;
+    private String corruptId;
+    private int corrupted;
+
+    /**
+     * For tests: the next in-memory block served goes out with one byte flipped, as a faulty network would deliver
+     * it, and so does that block when it is asked for again (Spark fetches a corrupt block a second time before it
+     * diagnoses it); nothing else is touched.
+     */
+    synchronized void corruptNextBlockTwice() {
+        corruptId = null;
+        corrupted = 0;
+        corrupting = true;
+    }
+
+    private synchronized MemorySegment corrupt(String id, MemorySegment data, Arena arena) {
+        if (!corrupting || data.byteSize() == 0 || (corruptId != null && !corruptId.equals(id))) {
+            return data;
+        }
+        corruptId = id;
+        corrupting = ++corrupted < 2;
+        MemorySegment copy = arena.allocate(data.byteSize());
+        copy.copyFrom(data);
+        long at = data.byteSize() / 2;
+        copy.set(ValueLayout.JAVA_BYTE, at, (byte) ~copy.get(ValueLayout.JAVA_BYTE, at));
+        LOG.warn("ucx4j shuffle: sending {} with byte {} flipped, as asked", id, at);
+        return copy;
     }
 
     /**
@@ -142,6 +174,9 @@ final class BlockServer implements ConnectionHandler {
                 } catch (Exception e) {
                     sends[i] = refuse(ep, requestId, i, ids[i], e);
                     continue;
+                }
+                if (corrupting) {
+                    data = corrupt(ids[i], data, arena);
                 }
                 sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, i)), data);
             }

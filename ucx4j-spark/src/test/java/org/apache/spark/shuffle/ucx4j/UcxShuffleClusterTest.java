@@ -261,6 +261,27 @@ class UcxShuffleClusterTest {
 
     @Test
     @Order(8)
+    void aBlockCorruptedOnTheWayIsDiagnosedByItsServerAsANetworkIssue() {
+        // each block server flips a byte of the next block it sends, and of that block again when it is refetched:
+        // Spark's reducer then asks the server (diagnoseCorruption, through Spark's block service) whether the
+        // block's checksum on disk still matches, and the stage is retried with the cause named
+        ExecutorProbe.onEach(spark.sparkContext(), () -> {
+            UcxShuffleManager.localTransport().server().corruptNextBlockTwice();
+            return List.<String>of();
+        });
+        int failuresBefore = METRICS.fetchFailures.get();
+        METRICS.fetchFailureMessages.clear();
+        Map<String, List<String>> again = Workloads.run(spark);
+        for (String job : builtIn.keySet()) {
+            assertEquals(builtIn.get(job), again.get(job), job + " differs from the built-in shuffle");
+        }
+        assertTrue(METRICS.fetchFailures.get() > failuresBefore, "no corrupted block was noticed");
+        assertTrue(METRICS.fetchFailureMessages.stream().anyMatch(m -> m.contains("corrupted due to NETWORK_ISSUE")),
+                "no diagnosis named the network: " + METRICS.fetchFailureMessages);
+    }
+
+    @Test
+    @Order(9)
     void anExecutorKilledMidShuffleCostsAStageRetryNotAHang() {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
         List<Tuple2<String, Long>> executors = ExecutorProbe.onEach(spark.sparkContext(),
@@ -317,12 +338,14 @@ class UcxShuffleClusterTest {
         final AtomicLong remoteBytesToDisk = new AtomicLong();
         final AtomicLong fetchWaitMs = new AtomicLong();
         final AtomicInteger fetchFailures = new AtomicInteger();
+        final List<String> fetchFailureMessages = new java.util.concurrent.CopyOnWriteArrayList<>();
         final AtomicInteger executorsRemoved = new AtomicInteger();
 
         @Override
         public void onTaskEnd(SparkListenerTaskEnd end) {
-            if (end.reason() instanceof FetchFailed) {
+            if (end.reason() instanceof FetchFailed f) {
                 fetchFailures.incrementAndGet();
+                fetchFailureMessages.add(String.valueOf(f.message()));
             }
             if (end.taskMetrics() != null) {
                 ShuffleReadMetrics r = end.taskMetrics().shuffleReadMetrics();
