@@ -97,6 +97,11 @@ final class BlockServer implements ConnectionHandler {
         corrupting = true;
     }
 
+    /** Ends {@link #corruptNextBlockTwice()}. */
+    synchronized void stopCorrupting() {
+        corrupting = false;
+    }
+
     private synchronized MemorySegment corrupt(String id, MemorySegment data, Arena arena) {
         if (!corrupting || data.byteSize() == 0 || (corruptId != null && !corruptId.equals(id))) {
             return data;

@@ -255,13 +255,22 @@ final class PeerConnection {
         }
     }
 
+    /**
+     * Fails every request without data for {@code spark.network.timeout}, and retires the connection, so that the
+     * retries go to a new one (as Netty closes a channel that stays quiet with requests outstanding).
+     */
     private void expireStalled() {
         long now = System.nanoTime();
+        boolean stalled = false;
         for (Map.Entry<Long, Pending> e : pending.entrySet()) {
             if (now - e.getValue().lastActivity > timeoutNanos) {
+                stalled = true;
                 fail(e.getKey(), new IOException("ucx4j shuffle: no data from " + describe() + " for "
                         + Duration.ofNanos(timeoutNanos).toSeconds() + " s (spark.network.timeout)"));
             }
+        }
+        if (stalled) {
+            retire();
         }
     }
 

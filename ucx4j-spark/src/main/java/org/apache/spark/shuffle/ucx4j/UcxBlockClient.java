@@ -18,12 +18,12 @@ import org.apache.spark.network.shuffle.RetryingBlockTransferor;
  *
  * <p>Failures are retried as Netty's client retries them, by Spark's own {@link RetryingBlockTransferor}: an I/O
  * failure (the connection lost or never made, no data for {@code spark.network.timeout}, no memory for a block on
- * this side) asks again for every block not yet delivered, over a new connection, up to
- * {@code spark.shuffle.io.maxRetries} times {@code spark.shuffle.io.retryWait} apart; so a live executor that
- * dropped one connection, or was slow to answer once (a long GC pause), is not taken for lost, which would cost
- * Spark every map output on it. A block the server refused (it cannot read it) is not retried, as Netty does not
- * retry a server's failure; nor is anything once the blocks were handed to Spark's own client, which retries by
- * itself.
+ * this side) asks again for every block not yet delivered, up to {@code spark.shuffle.io.maxRetries} times
+ * {@code spark.shuffle.io.retryWait} apart (on a new connection where the old one failed or stalled); so a live
+ * executor that dropped one connection, or was slow to answer once (a long GC pause), is not taken for lost, which
+ * would cost Spark every map output on it. Not retried: a block the server refused (it cannot read it), as Netty
+ * does not retry a server's failure; blocks handed to Spark's own client, which retries by itself; and blocks of
+ * an executor that served this fetch before and that the driver has dropped since (it is gone).
  */
 final class UcxBlockClient extends BlockStoreClient {
     private final UcxShuffleTransport transport;
@@ -54,8 +54,10 @@ final class UcxBlockClient extends BlockStoreClient {
         private final int port;
         private final String execId;
         private final DownloadFileManager toDisk;
-        /** The blocks went to Spark's own client, which retries by itself. */
-        private volatile boolean byNetty;
+        /** No more tries: the blocks went to Spark's own client (which retries by itself), or the executor is gone. */
+        private volatile boolean settled;
+        /** A try reached the executor's block server. */
+        private volatile boolean reached;
 
         Fetch(String host, int port, String execId, DownloadFileManager toDisk) {
             this.host = host;
@@ -69,6 +71,7 @@ final class UcxBlockClient extends BlockStoreClient {
             BlockFetchingListener listener = (BlockFetchingListener) transferListener; // Spark's retrying one is
             PeerConnection c = transport.cachedPeer(execId);
             if (c != null && c.fetch(transport.nextRequestId(), blockIds, listener, toDisk)) {
+                reached = true;
                 return;
             }
             // first contact (or the connection just retired or failed): the driver lookup and the connect block, so
@@ -80,12 +83,17 @@ final class UcxBlockClient extends BlockStoreClient {
         private void connectAndFetch(String[] blockIds, BlockFetchingListener listener) {
             try {
                 for (int tries = 1; ; tries++) {
-                    if (transport.servedByNetty(execId, true)) { // no UCX there: Spark's own client fetches them
-                        byNetty = true;
+                    if (transport.servedByNetty(execId, true)) {
+                        settled = true;
+                        if (reached) { // it served this fetch before, and the driver has dropped it since
+                            throw new IOException("the executor is gone (the driver no longer knows its server)");
+                        }
+                        // no UCX there, or blocks migrated to it: Spark's own client fetches them
                         nettyClient().fetchBlocks(host, port, execId, blockIds, plain(listener), toDisk);
                         return;
                     }
                     if (transport.peer(execId).fetch(transport.nextRequestId(), blockIds, listener, toDisk)) {
+                        reached = true;
                         return;
                     }
                     if (tries == 3) { // retired between the look-up and the request, three times over
@@ -100,7 +108,7 @@ final class UcxBlockClient extends BlockStoreClient {
 
         @Override
         public boolean shouldRetryError(Throwable t) {
-            return !byNetty && !(t instanceof BlockRefusedException) && !transport.isStopped();
+            return !settled && !(t instanceof BlockRefusedException) && !transport.isStopped();
         }
     }
 

@@ -61,7 +61,7 @@ final class UcxShuffleTransport implements AutoCloseable {
     private volatile Generation current;
     /** Every instance not closed yet: the current one, and replaced ones whose connections are draining. */
     private final Set<Generation> live = ConcurrentHashMap.newKeySet();
-    private boolean closed; // guarded by this
+    private volatile boolean closed; // written under this
 
     /**
      * One {@link Ucx} instance with its block server and the connections made from it (identity equality: it sits
@@ -273,7 +273,7 @@ final class UcxShuffleTransport implements AutoCloseable {
     }
 
     /** True once the transport closed (the executor stops): nothing is retried then. */
-    synchronized boolean isStopped() {
+    boolean isStopped() { // no lock: called on ucx4j's progress thread, and reopen() holds this across an RPC
         return closed;
     }
 

@@ -46,4 +46,13 @@ final class Clusters {
         }
         return spark;
     }
+
+    /** Waits until every listener heard of every event so far (Spark's listener bus is asynchronous). */
+    static void awaitListeners(SparkSession spark) {
+        try {
+            spark.sparkContext().listenerBus().waitUntilEmpty();
+        } catch (java.util.concurrent.TimeoutException e) {
+            throw new IllegalStateException("Spark's listeners did not catch up", e);
+        }
+    }
 }

@@ -89,22 +89,20 @@ class UcxDecommissionTest {
                         (CoarseGrainedSchedulerBackend) spark.sparkContext().schedulerBackend();
                 assertTrue(backend.decommissionExecutor(victim, new ExecutorDecommissionInfo("test", Option.empty()),
                         false, false), "Spark did not take executor " + victim + " for decommissioning");
-                // it exits once its shuffle files live elsewhere
+                // it exits once its shuffle files live elsewhere (the Master may then start a new executor on
+                // the freed worker: it holds no map output and changes nothing below)
                 assertTrue(victimGone.await(2, TimeUnit.MINUTES), "executor " + victim + " never finished "
                         + "decommissioning");
                 stagesRun.set(0);
                 remoteBytes.set(0);
                 long total = sums.values().collect().stream().mapToLong(Long::longValue).sum();
+                Clusters.awaitListeners(spark);
                 int stages = stagesRun.get();
                 assertEquals(300_000L * 299_999 / 2, total, "records lost with the migration");
                 assertEquals(0, fetchFailures.get(), "a migrated block could not be fetched");
                 assertEquals(1, stages, "the map stage ran again: its output was not found where Spark moved it");
                 assertTrue(remoteBytes.get() > 0, "no block crossed executors");
-                // the survivors hold the migrated files and serve blocks over ucx4j: reducers fetched them so
-                List<Tuple2<String, Integer>> after = ExecutorProbe.onEach(spark.sparkContext(),
-                        () -> List.of(new Tuple2<>(SparkEnv.get().executorId(), shuffleDataFiles())));
-                assertEquals(files.stream().mapToInt(Tuple2::_2).sum(), after.stream().mapToInt(Tuple2::_2).sum(),
-                        "every shuffle file moved: before " + files + ", after " + after);
+                // the executors holding the migrated files serve blocks over ucx4j: reducers fetched them so
                 List<String> holdersWithoutServer = ExecutorProbe.onEach(spark.sparkContext(), () ->
                         shuffleDataFiles() > 0 && UcxShuffleManager.localServerAddress() == null
                                 ? List.of(SparkEnv.get().executorId()) : List.<String>of());

@@ -245,15 +245,26 @@ class UcxShuffleClusterTest {
             UcxShuffleManager.localTransport().server().dropNextRequests(1);
             return List.<String>of();
         });
+        Clusters.awaitListeners(spark);
         int failuresBefore = METRICS.fetchFailures.get();
         long remoteBefore = METRICS.remoteBytes.get();
-        Map<String, List<String>> again = Workloads.run(spark);
+        Map<String, List<String>> again;
+        List<Integer> left;
+        try {
+            again = Workloads.run(spark);
+        } finally {
+            left = ExecutorProbe.onEach(spark.sparkContext(), () -> {
+                BlockServer s = UcxShuffleManager.localTransport().server();
+                int n = s.requestsToDrop();
+                s.dropNextRequests(0); // (a failed run leaves no drop armed for the tests after it)
+                return List.of(n);
+            });
+        }
         for (String job : builtIn.keySet()) {
             assertEquals(builtIn.get(job), again.get(job), job + " differs from the built-in shuffle");
         }
-        assertEquals(List.of(0, 0), ExecutorProbe.onEach(spark.sparkContext(),
-                () -> List.of(UcxShuffleManager.localTransport().server().requestsToDrop())),
-                "both servers dropped a connection with a request in flight");
+        assertEquals(List.of(0, 0), left, "both servers dropped a connection with a request in flight");
+        Clusters.awaitListeners(spark);
         assertTrue(METRICS.remoteBytes.get() > remoteBefore, "nothing crossed executors");
         assertEquals(failuresBefore, METRICS.fetchFailures.get(),
                 "the reducers asked again on new connections (spark.shuffle.io.maxRetries) instead of failing");
@@ -269,12 +280,22 @@ class UcxShuffleClusterTest {
             UcxShuffleManager.localTransport().server().corruptNextBlockTwice();
             return List.<String>of();
         });
+        Clusters.awaitListeners(spark);
         int failuresBefore = METRICS.fetchFailures.get();
         METRICS.fetchFailureMessages.clear();
-        Map<String, List<String>> again = Workloads.run(spark);
+        Map<String, List<String>> again;
+        try {
+            again = Workloads.run(spark);
+        } finally {
+            ExecutorProbe.onEach(spark.sparkContext(), () -> {
+                UcxShuffleManager.localTransport().server().stopCorrupting();
+                return List.<String>of();
+            });
+        }
         for (String job : builtIn.keySet()) {
             assertEquals(builtIn.get(job), again.get(job), job + " differs from the built-in shuffle");
         }
+        Clusters.awaitListeners(spark);
         assertTrue(METRICS.fetchFailures.get() > failuresBefore, "no corrupted block was noticed");
         assertTrue(METRICS.fetchFailureMessages.stream().anyMatch(m -> m.contains("corrupted due to NETWORK_ISSUE")),
                 "no diagnosis named the network: " + METRICS.fetchFailureMessages);
