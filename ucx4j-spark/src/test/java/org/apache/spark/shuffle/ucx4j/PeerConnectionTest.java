@@ -180,6 +180,53 @@ class PeerConnectionTest {
         }
     }
 
+    /**
+     * A request without data for the network timeout fails its blocks with an {@code IOException} (which the client
+     * retries) and retires its connection, so the retry goes to a new one: the connection takes no new request, and
+     * closes once nothing is pending on it.
+     */
+    @Test
+    void aStalledRequestFailsAndRetiresItsConnection() throws Exception {
+        try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = server.listen(0, accepted::complete)) {
+                Endpoint ep = reducer.connect("127.0.0.1", l.port());
+                Endpoint serverSide = accepted.get(10, TimeUnit.SECONDS);
+                CompletableFuture<PeerConnection> unusable = new CompletableFuture<>();
+                PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
+                        Duration.ofSeconds(1), null, unusable::complete);
+                CompletableFuture<Throwable> failed = new CompletableFuture<>();
+                assertTrue(c.fetch(11, new String[] {"z"}, new BlockFetchingListener() {
+                    @Override
+                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
+                        failed.complete(null);
+                    }
+
+                    @Override
+                    public void onBlockFetchFailure(String blockId, Throwable e) {
+                        failed.complete(e);
+                    }
+                }, null));
+                serverSide.amRecv(Duration.ofSeconds(10)).close(); // the request, never answered
+                Throwable e = failed.get(20, TimeUnit.SECONDS);
+                assertTrue(e instanceof java.io.IOException && e.getMessage().contains("spark.network.timeout"),
+                        String.valueOf(e));
+                assertEquals(c, unusable.get(10, TimeUnit.SECONDS), "the client was told to forget it");
+                assertTrue(!c.isUsable());
+                assertTrue(!c.fetch(12, new String[] {"w"}, new BlockFetchingListener() {
+                    @Override
+                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
+                    }
+
+                    @Override
+                    public void onBlockFetchFailure(String blockId, Throwable e) {
+                    }
+                }, null), "a retired connection takes no new request");
+                serverSide.closeFuture().get(20, TimeUnit.SECONDS); // nothing was pending: it closed
+            }
+        }
+    }
+
     private static java.nio.ByteBuffer bufferOf(byte[] b) {
         return java.nio.ByteBuffer.wrap(b);
     }
