@@ -163,17 +163,7 @@ class PeerConnectionTest {
                         Duration.ofSeconds(30), null, x -> {});
                 gone.close();
                 CompletableFuture<Throwable> failed = new CompletableFuture<>();
-                boolean taken = c.fetch(10, new String[] {"y"}, new BlockFetchingListener() {
-                    @Override
-                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
-                        failed.complete(null);
-                    }
-
-                    @Override
-                    public void onBlockFetchFailure(String blockId, Throwable e) {
-                        failed.complete(e);
-                    }
-                }, null);
+                boolean taken = c.fetch(10, new String[] {"y"}, firstOutcome(failed), null);
                 assertTrue(taken);
                 assertTrue(failed.get(20, TimeUnit.SECONDS) instanceof java.io.IOException, "an IOException");
             }
@@ -196,35 +186,32 @@ class PeerConnectionTest {
                 PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
                         Duration.ofSeconds(1), null, unusable::complete);
                 CompletableFuture<Throwable> failed = new CompletableFuture<>();
-                assertTrue(c.fetch(11, new String[] {"z"}, new BlockFetchingListener() {
-                    @Override
-                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
-                        failed.complete(null);
-                    }
-
-                    @Override
-                    public void onBlockFetchFailure(String blockId, Throwable e) {
-                        failed.complete(e);
-                    }
-                }, null));
+                assertTrue(c.fetch(11, new String[] {"z"}, firstOutcome(failed), null));
                 serverSide.amRecv(Duration.ofSeconds(10)).close(); // the request, never answered
                 Throwable e = failed.get(20, TimeUnit.SECONDS);
                 assertTrue(e instanceof java.io.IOException && e.getMessage().contains("spark.network.timeout"),
                         String.valueOf(e));
                 assertEquals(c, unusable.get(10, TimeUnit.SECONDS), "the client was told to forget it");
                 assertTrue(!c.isUsable());
-                assertTrue(!c.fetch(12, new String[] {"w"}, new BlockFetchingListener() {
-                    @Override
-                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
-                    }
-
-                    @Override
-                    public void onBlockFetchFailure(String blockId, Throwable e) {
-                    }
-                }, null), "a retired connection takes no new request");
+                assertTrue(!c.fetch(12, new String[] {"w"}, firstOutcome(new CompletableFuture<>()), null), "a retired connection takes no new request");
                 serverSide.closeFuture().get(20, TimeUnit.SECONDS); // nothing was pending: it closed
             }
         }
+    }
+
+    /** A listener that completes {@code outcome} with the first block's failure, or null for a success. */
+    private static BlockFetchingListener firstOutcome(CompletableFuture<Throwable> outcome) {
+        return new BlockFetchingListener() {
+            @Override
+            public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
+                outcome.complete(null);
+            }
+
+            @Override
+            public void onBlockFetchFailure(String blockId, Throwable e) {
+                outcome.complete(e);
+            }
+        };
     }
 
     private static java.nio.ByteBuffer bufferOf(byte[] b) {
