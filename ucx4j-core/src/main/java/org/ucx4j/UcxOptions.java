@@ -203,9 +203,11 @@ public final class UcxOptions implements Cloneable {
      * messages as large as the budget are double-buffered). Later arrivals wait, announced but unpulled (UCX
      * holds them, the sender's send stays pending), and are pulled oldest first as earlier pulls land, each into
      * memory allocated as it starts: in-flight receive memory stays bounded (unbounded, 32 outstanding 4 MiB
-     * messages took 32 blocks at once) and a consumer that frees promptly gets cache-warm blocks back. The pulls
-     * never wait for the application (a sender blocked on a large send cannot deadlock against a receiver blocked
-     * on its own). Raise it for many peers on a high-latency network.
+     * messages took 32 blocks at once) and a consumer that frees promptly gets cache-warm blocks back. Past the
+     * budget, an endpoint with no pull in flight still gets one, so a peer that stops progressing in the middle of
+     * its pulls holds up only its own messages (in-flight memory: the budget plus at most one message per
+     * endpoint). The pulls never wait for the application (a sender blocked on a large send cannot deadlock
+     * against a receiver blocked on its own). Raise it for many peers on a high-latency network.
      */
     public UcxOptions withPullBudget(long bytes) {
         if (bytes < 0) {

@@ -973,6 +973,79 @@ class ActiveMessageTest {
         }
     }
 
+    /**
+     * A peer that announced large messages and then stopped progressing (a stopped process, a long pause) holds
+     * the pulls it was given until it goes on; another peer's messages must still be pulled meanwhile: an endpoint
+     * with no pull in flight gets one even when the budget is spent.
+     */
+    @Test
+    void aStalledSenderDoesNotHoldUpAnotherPeersMessages() throws Exception {
+        long size = 1 << 20;
+        // senders' rendezvous threshold low, so 1 MiB goes by rendezvous on every UCX version and transport
+        UcxOptions sender = UcxOptions.defaults().with("RNDV_THRESH", "64k");
+        CountingAllocator alloc = new CountingAllocator();
+        try (Ucx r = Ucx.open(UcxOptions.defaults().withPullBudget(size).withAllocator(MemoryType.HOST, alloc));
+                Ucx s1 = Ucx.open(sender.withProgressMode(ProgressMode.CALLER)); Ucx s2 = Ucx.open(sender);
+                Arena arena = Arena.ofShared()) {
+            java.util.concurrent.BlockingQueue<Endpoint> accepted = new java.util.concurrent.LinkedBlockingQueue<>();
+            try (Listener l = r.listen(0, accepted::add)) {
+                // s1 progresses only when this thread drives it
+                Endpoint c1 = s1.connect("127.0.0.1", l.port(), T);
+                Endpoint e1 = accepted.poll(10, TimeUnit.SECONDS);
+                byte[] hello = new byte[1]; // over TCP, a connection completes while both sides progress
+                e1.send(hello, 7);
+                c1.recv(hello, 7, T);
+                c1.send(hello, 8, T);
+                e1.recv(hello, 8, T);
+                Endpoint c2 = s2.connect("127.0.0.1", l.port());
+                Endpoint e2 = accepted.poll(10, TimeUnit.SECONDS);
+                int n = 6; // more than the budget
+                MemorySegment[] payloads = new MemorySegment[n];
+                for (int i = 0; i < n; i++) {
+                    payloads[i] = Data.pattern(arena, size, i);
+                }
+                List<CompletableFuture<Long>> stalled = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    stalled.add(c1.amSendAsync(MemorySegment.ofArray(header(i)), payloads[i]));
+                }
+                // s1 progresses until they are announced (one turn over shared memory; over TCP the first payloads
+                // may come meanwhile), then no more: the budget's worth of them (two, double-buffered) are being
+                // pulled, and wait for s1
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (alloc.allocations.get() < 2 && System.nanoTime() < until) {
+                    s1.progress();
+                }
+                int read = 0;
+                while (true) {
+                    try (AmMessage m = e1.amRecv(Duration.ofMillis(300))) {
+                        Data.verify(m.payload(), size, read++);
+                    } catch (UcxTimeoutException e) {
+                        break;
+                    }
+                }
+                assertTrue(read <= n - 2, read + " of s1's " + n + " payloads arrived without s1 progressing");
+                assertEquals(read + 2, alloc.allocations.get(), "two pulls wait for s1");
+                CompletableFuture<Long> healthy = c2.amSendAsync(MemorySegment.ofArray(header(9)),
+                        Data.pattern(arena, size, 9));
+                try (AmMessage m = e2.amRecv(Duration.ofSeconds(5))) {
+                    assertArrayEquals(header(9), m.headerBytes());
+                    Data.verify(m.payload(), size, 9);
+                }
+                assertEquals(size, healthy.get(10, TimeUnit.SECONDS));
+                for (CompletableFuture<Long> f : stalled) { // once s1 goes on, its messages arrive, in order
+                    assertEquals(size, CallerModeTest.drive(s1, f));
+                }
+                for (int i = read; i < n; i++) {
+                    try (AmMessage m = e1.amRecv(T)) {
+                        assertArrayEquals(header(i), m.headerBytes(), "message " + i + " in arrival order");
+                        Data.verify(m.payload(), size, i);
+                    }
+                }
+                assertEquals(n + 1, alloc.allocations.get());
+            }
+        }
+    }
+
     @Test
     void smallMessagesDoNotOvertakeLargeOnesStillBeingPulled() throws Exception {
         // budget 0: one pull at a time, so each 4 MiB payload is still arriving when the 8 B messages after it do

@@ -116,7 +116,7 @@ final class AmReceiver {
             if (ep != null) { // what arrives after it on this endpoint waits for it (raw peers: as UCX delivers)
                 inbox.inOrder.add(op);
             }
-            schedulePulls();
+            schedulePulls(op);
             return Status.INPROGRESS;
         }
         // a message UCX assembled from fragments is kept in UCX's buffer (released when the message is closed)
@@ -248,59 +248,104 @@ final class AmReceiver {
 
     /**
      * Pulls announced rendezvous payloads, oldest first, while the bytes in flight stay within the pull budget
-     * (owner thread, outside UCX's progress call). Memory is allocated as each pull starts, so few receive blocks
-     * are in use at once, and a consumer that frees each message soon gets the same cache-warm block back from
-     * the LIFO pool. The pulls never wait for the application: a message is pulled whether or not anyone receives.
+     * (owner thread, outside UCX's progress call); past the budget, the oldest payload of each endpoint that has
+     * no pull in flight still starts, so a peer that stops progressing in the middle of its pulls (a stopped
+     * process, a long pause) holds up only its own messages. Memory is allocated as each pull starts, so few
+     * receive blocks are in use at once, and a consumer that frees each message soon gets the same cache-warm block
+     * back from the LIFO pool. The pulls never wait for the application: a message is pulled whether or not anyone
+     * receives.
      */
     private void startPulls() {
         pullsScheduled = false;
         Op op;
-        while ((op = heldPulls.peek()) != null && canPull(op.length)) {
+        while ((op = heldPulls.peek()) != null && canPull(op)) {
             heldPulls.poll();
-            byte[] userHeader = (byte[]) op.keepAlive;
-            op.keepAlive = null;
-            AmData m = take(op.ep, op.inbox, (byte) op.amId, userHeader, op.length, op);
-            if (m == null) {
-                Ucp.amDataRelease(engine.worker, op.address);
-                pullEnded(op);
-                continue;
-            }
-            op.attachment = m;
-            if (op.length >= PeerStats.LARGE) {
-                op.startedAt = System.nanoTime();
-            }
-            if (Jfr.AVAILABLE && Jfr.transfers) {
-                op.jfr = Jfr.begin();
-            }
-            pullsInFlight++;
-            bytesInFlight += op.length;
-            int slot = engine.slots.alloc(op);
-            engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-                    Upcalls.STREAM_RECV.address(), engine.userData(slot), 0);
-            long r = Ucp.amRecvDataNbx(engine.worker, op.address, m.payload.address(), op.length,
-                    engine.reqParam.address());
-            engine.requests.posted(op, slot, r, op.length, 0);
+            startPull(op);
+        }
+        if (op == null) {
+            return;
+        }
+        // the budget is spent: endpoints with nothing in flight still get one pull each
+        while ((op = nextForIdleEndpoint()) != null) {
+            startPull(op);
         }
     }
 
-    /** Runs {@link #startPulls} after the current progress call if a held message may start now. */
-    private void schedulePulls() {
+    /**
+     * Removes and returns the oldest held message whose endpoint has no pull in flight, or null. The scan starts
+     * over for each: starting a pull may run an allocator and deliver messages, which may change the queue.
+     */
+    private Op nextForIdleEndpoint() {
+        for (java.util.Iterator<Op> it = heldPulls.iterator(); it.hasNext(); ) {
+            Op op = it.next();
+            if (op.ep != null && op.ep.pullsInFlight == 0) {
+                it.remove();
+                return op;
+            }
+        }
+        return null;
+    }
+
+    private void startPull(Op op) {
+        byte[] userHeader = (byte[]) op.keepAlive;
+        op.keepAlive = null;
+        AmData m = take(op.ep, op.inbox, (byte) op.amId, userHeader, op.length, op);
+        if (m == null) {
+            Ucp.amDataRelease(engine.worker, op.address);
+            pullEnded(op);
+            return;
+        }
+        op.attachment = m;
+        if (op.length >= PeerStats.LARGE) {
+            op.startedAt = System.nanoTime();
+        }
+        if (Jfr.AVAILABLE && Jfr.transfers) {
+            op.jfr = Jfr.begin();
+        }
+        pullsInFlight++;
+        bytesInFlight += op.length;
+        if (op.ep != null) {
+            op.ep.pullsInFlight++;
+        }
+        int slot = engine.slots.alloc(op);
+        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+                Upcalls.STREAM_RECV.address(), engine.userData(slot), 0);
+        long r = Ucp.amRecvDataNbx(engine.worker, op.address, m.payload.address(), op.length,
+                engine.reqParam.address());
+        engine.requests.posted(op, slot, r, op.length, 0);
+    }
+
+    /**
+     * Runs {@link #startPulls} after the current progress call if a held message may start now: the oldest, or
+     * {@code fresh} (just announced) by its endpoint's turn.
+     */
+    private void schedulePulls(Op fresh) {
         Op next = heldPulls.peek();
-        if (next != null && !pullsScheduled && canPull(next.length)) {
+        if (next != null && !pullsScheduled && (canPull(next) || fresh.ep != null && fresh.ep.pullsInFlight == 0)) {
+            pullsScheduled = true;
+            engine.deferred.add(startPulls);
+        }
+    }
+
+    /** A pull ended or stopped counting: the budget, or its endpoint's turn, may let held messages start. */
+    private void schedulePulls() {
+        if (!heldPulls.isEmpty() && !pullsScheduled) {
             pullsScheduled = true;
             engine.deferred.add(startPulls);
         }
     }
 
     /**
-     * A pull of {@code length} bytes may start: none in flight, all of them within the pull budget, or one in flight
-     * and this one within the budget by itself. The last keeps messages as large as the budget double-buffered: the
-     * next pull is already requested when one ends, so the sender never waits a round trip between them (4 MiB
-     * active messages with the 4 MiB default: ~10 % more bandwidth on shared memory).
+     * A pull of {@code op} may start: none in flight, all of them within the pull budget, or one in flight and this
+     * one within the budget by itself (which keeps messages as large as the budget double-buffered: the next pull
+     * is already requested when one ends, so the sender never waits a round trip between them; 4 MiB active
+     * messages with the 4 MiB default: ~10 % more bandwidth on shared memory); or its endpoint has no pull in
+     * flight (only the oldest of an endpoint's held messages can be the one in {@link #startPulls}).
      */
-    private boolean canPull(long length) {
+    private boolean canPull(Op op) {
+        long length = op.length;
         return pullsInFlight == 0 || bytesInFlight + length <= pullBudget
-                || pullsInFlight == 1 && length <= pullBudget;
+                || pullsInFlight == 1 && length <= pullBudget || op.ep != null && op.ep.pullsInFlight == 0;
     }
 
     /**
@@ -325,6 +370,9 @@ final class AmReceiver {
                 op.pullUncounted = true;
                 op.pullOrphaned = op.ep == c; // freed when it ends (amDataDone)
                 pullsInFlight--;
+                if (op.ep != null) {
+                    op.ep.pullsInFlight--;
+                }
                 bytesInFlight -= op.length;
                 freed = true;
             }
@@ -402,6 +450,9 @@ final class AmReceiver {
         if (!op.pullUncounted) {
             pullsInFlight--;
             bytesInFlight -= op.length;
+            if (ep != null) {
+                ep.pullsInFlight--;
+            }
         }
         if (status == Status.OK) {
             if (ep != null) {

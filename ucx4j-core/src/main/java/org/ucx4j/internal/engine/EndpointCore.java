@@ -28,6 +28,8 @@ public final class EndpointCore {
     final PeerStats stats = new PeerStats();
     /** Receiver-allocated messages by kind (plain active messages, frames, objects); owner thread. */
     final Inbox[] inboxes = {new Inbox(), new Inbox(), new Inbox()};
+    /** Rendezvous active messages of this endpoint being pulled now (owner thread; see AmReceiver). */
+    int pullsInFlight;
     /** The application closed this endpoint: messages nobody read are freed (owner thread). */
     boolean unreadDiscarded;
 
