@@ -32,6 +32,12 @@ final class AmReceiver {
     private int pullsInFlight;
     private long bytesInFlight;
     private boolean pullsScheduled;
+    /**
+     * An endpoint may have held messages and no pull in flight (set when one arrives for such an endpoint or an
+     * endpoint's last pull ends): only then does {@link #startPulls} look past the budget, so one busy peer with a
+     * long queue costs no scan per pull.
+     */
+    private boolean idleEndpointMayWait;
     /** Where eager payloads that UCX assembled are kept (see {@link HeldData}); null with a user's allocator. */
     final HeldData held;
     /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
@@ -262,10 +268,11 @@ final class AmReceiver {
             heldPulls.poll();
             startPull(op);
         }
-        if (op == null) {
+        if (op == null || !idleEndpointMayWait) {
             return;
         }
         // the budget is spent: endpoints with nothing in flight still get one pull each
+        idleEndpointMayWait = false;
         while ((op = nextForIdleEndpoint()) != null) {
             startPull(op);
         }
@@ -289,8 +296,14 @@ final class AmReceiver {
     private void startPull(Op op) {
         byte[] userHeader = (byte[]) op.keepAlive;
         op.keepAlive = null;
+        if (op.ep != null) { // counted before the allocator runs: its endpoint is busy from now on
+            op.ep.pullsInFlight++;
+        }
         AmData m = take(op.ep, op.inbox, (byte) op.amId, userHeader, op.length, op);
         if (m == null) {
+            if (op.ep != null) {
+                endpointPullEnded(op.ep);
+            }
             Ucp.amDataRelease(engine.worker, op.address);
             pullEnded(op);
             return;
@@ -304,9 +317,6 @@ final class AmReceiver {
         }
         pullsInFlight++;
         bytesInFlight += op.length;
-        if (op.ep != null) {
-            op.ep.pullsInFlight++;
-        }
         int slot = engine.slots.alloc(op);
         engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
                 Upcalls.STREAM_RECV.address(), engine.userData(slot), 0);
@@ -321,7 +331,9 @@ final class AmReceiver {
      */
     private void schedulePulls(Op fresh) {
         Op next = heldPulls.peek();
-        if (next != null && !pullsScheduled && (canPull(next) || fresh.ep != null && fresh.ep.pullsInFlight == 0)) {
+        boolean idle = fresh.ep != null && fresh.ep.pullsInFlight == 0;
+        idleEndpointMayWait |= idle;
+        if (next != null && !pullsScheduled && (canPull(next) || idle)) {
             pullsScheduled = true;
             engine.deferred.add(startPulls);
         }
@@ -348,6 +360,13 @@ final class AmReceiver {
                 || pullsInFlight == 1 && length <= pullBudget || op.ep != null && op.ep.pullsInFlight == 0;
     }
 
+    /** One of {@code ep}'s pulls ended or stopped counting. */
+    private void endpointPullEnded(EndpointCore ep) {
+        if (--ep.pullsInFlight == 0) {
+            idleEndpointMayWait = true;
+        }
+    }
+
     /**
      * An endpoint closed or failed (owner thread): its announced, unpulled messages are released, and its pulls in
      * flight stop counting against the budget. UCX 1.13 may never complete a pull whose sender died, and one such
@@ -371,7 +390,7 @@ final class AmReceiver {
                 op.pullOrphaned = op.ep == c; // freed when it ends (amDataDone)
                 pullsInFlight--;
                 if (op.ep != null) {
-                    op.ep.pullsInFlight--;
+                    endpointPullEnded(op.ep);
                 }
                 bytesInFlight -= op.length;
                 freed = true;
@@ -451,7 +470,7 @@ final class AmReceiver {
             pullsInFlight--;
             bytesInFlight -= op.length;
             if (ep != null) {
-                ep.pullsInFlight--;
+                endpointPullEnded(ep);
             }
         }
         if (status == Status.OK) {
