@@ -206,8 +206,9 @@ public final class UcxOptions implements Cloneable {
      * messages took 32 blocks at once) and a consumer that frees promptly gets cache-warm blocks back. Past the
      * budget, an endpoint with no pull in flight still gets one, so a peer that stops progressing in the middle of
      * its pulls holds up only its own messages and raw peers' (which have no endpoint; in-flight memory: the budget
-     * plus at most one message per endpoint), and other peers go on one pull at a time until it resumes or goes. The pulls never wait for the application (a sender blocked on a large send cannot deadlock
-     * against a receiver blocked on its own). Raise it for many peers on a high-latency network.
+     * plus at most one message per endpoint), and other peers go on one pull at a time until it resumes or goes.
+     * The pulls never wait for the application (a sender blocked on a large send cannot deadlock against a receiver
+     * blocked on its own). Raise it for many peers on a high-latency network.
      */
     public UcxOptions withPullBudget(long bytes) {
         if (bytes < 0) {
