@@ -12,28 +12,33 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 
 import org.apache.spark.network.buffer.FileSegmentManagedBuffer;
 import org.apache.spark.network.buffer.ManagedBuffer;
-import org.apache.spark.shuffle.ShuffleBlockResolver;
-import org.apache.spark.storage.BlockId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.ucx4j.AmMessage;
 import org.ucx4j.ConnectionHandler;
 import org.ucx4j.Endpoint;
+import org.ucx4j.MemoryAllocator;
 import org.ucx4j.UcxException;
-
-import scala.Option;
 
 /**
  * Serves this executor's shuffle blocks to reducers: one virtual thread per connected reducer reads fetch requests
  * and answers each block with an active message whose payload is a read-only mapping of the shuffle file region
- * (blocks from {@link #MAP_MIN} on; smaller ones are read into native memory), so blocks never pass through the
- * heap and large ones go by UCX rendezvous straight from the page cache. The memory of one request lives in one
- * arena that is closed once every send of that request completed. Blocks the reducer writes to disk are streamed
- * in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight per request, so the reducer
- * never holds more than that in memory however large a block is.
+ * (blocks from {@link #MAP_MIN} on; smaller ones are read into pool memory, given back as each send ends), so
+ * blocks never pass through the heap and large ones go by UCX rendezvous straight from the page cache. The mappings
+ * of one request live in one arena that is closed once every send of that request completed. Blocks the reducer
+ * writes to disk are streamed in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight per
+ * request, so the reducer never holds more than that in memory however large a block is.
+ *
+ * <p>Each reducer connection has a {@link SendBudget} of {@code bytesInFlight}: a block (or part) is read or mapped
+ * only when the sends to that reducer before it leave room, and the connection's next request is read only when its
+ * current one is all sent or waiting for room, so a reducer that asks faster than it takes (many tasks, a slow
+ * or stopped process) holds at most that much of this server's memory, however many requests it makes, and holds
+ * up no other reducer.
  */
 final class BlockServer implements ConnectionHandler {
     private static final Logger LOG = LoggerFactory.getLogger(BlockServer.class);
@@ -41,22 +46,37 @@ final class BlockServer implements ConnectionHandler {
     private static final java.util.concurrent.Executor UNMAP = task -> Thread.ofVirtual().name("ucx4j-unmap")
             .start(task);
 
-    private final ShuffleBlockResolver resolver;
+    private final Function<String, ManagedBuffer> blocks;
     private final long partSize;
     private final int partsInFlight;
+    private final long bytesInFlight;
+    private final MemoryAllocator pool;
+    private final AtomicLong peakBytesInFlight = new AtomicLong();
     private final Set<Endpoint> clients = ConcurrentHashMap.newKeySet();
     private volatile java.util.function.Consumer<Endpoint> onClientClosed = ep -> { };
     /** Requests still to be answered by dropping their connection (a test's network failure). */
     private final AtomicInteger requestsToDrop = new AtomicInteger();
 
-    BlockServer(ShuffleBlockResolver resolver, long partSize, int partsInFlight) {
-        if (partSize <= 0 || partsInFlight <= 0) {
-            throw new IllegalArgumentException("ucx4j shuffle: part size and parts in flight must be positive, got "
-                    + partSize + " and " + partsInFlight);
+    /**
+     * Serves the blocks {@code blocks} finds by id (Spark's block resolver), sending at most {@code bytesInFlight}
+     * to each reducer at once; small blocks are read into memory from {@code pool}.
+     */
+    BlockServer(Function<String, ManagedBuffer> blocks, long partSize, int partsInFlight, long bytesInFlight,
+            MemoryAllocator pool) {
+        if (partSize <= 0 || partsInFlight <= 0 || bytesInFlight <= 0) {
+            throw new IllegalArgumentException("ucx4j shuffle: part size, parts in flight and the server's bytes in "
+                    + "flight must be positive, got " + partSize + ", " + partsInFlight + " and " + bytesInFlight);
         }
-        this.resolver = resolver;
+        this.blocks = blocks;
         this.partSize = partSize;
         this.partsInFlight = partsInFlight;
+        this.bytesInFlight = bytesInFlight;
+        this.pool = pool;
+    }
+
+    /** The most bytes this server ever had in flight to one reducer (tests check the bound). */
+    long peakBytesInFlight() {
+        return peakBytesInFlight.get();
     }
 
     Set<Endpoint> clients() {
@@ -134,6 +154,7 @@ final class BlockServer implements ConnectionHandler {
                 onClientClosed.accept(ep);
             }
         });
+        SendBudget budget = new SendBudget(bytesInFlight, peakBytesInFlight);
         try {
             while (true) {
                 try (AmMessage m = ep.amRecv()) {
@@ -153,9 +174,10 @@ final class BlockServer implements ConnectionHandler {
                         return;
                     }
                     if (h.kind() == Wire.FETCH) {
-                        serve(ep, h.requestId(), ids);
+                        serve(ep, budget, h.requestId(), ids);
                     } else {
-                        Thread.ofVirtual().name("ucx4j-shuffle-parts").start(() -> serveParts(ep, h.requestId(), ids));
+                        Thread.ofVirtual().name("ucx4j-shuffle-parts")
+                                .start(() -> serveParts(ep, budget, h.requestId(), ids));
                     }
                 }
             }
@@ -168,42 +190,107 @@ final class BlockServer implements ConnectionHandler {
         }
     }
 
-    private void serve(Endpoint ep, long requestId, String[] ids) {
-        Arena arena = Arena.ofShared();
+    private void serve(Endpoint ep, SendBudget budget, long requestId, String[] ids) throws IOException {
+        RequestMemory memory = new RequestMemory();
         CompletableFuture<?>[] sends = new CompletableFuture<?>[ids.length];
         try {
             for (int i = 0; i < ids.length; i++) {
-                MemorySegment data;
+                ManagedBuffer block;
+                long size;
                 try {
-                    data = block(ids[i], arena);
+                    block = blocks.apply(ids[i]);
+                    size = block.size();
                 } catch (Exception e) {
                     sends[i] = refuse(ep, requestId, i, ids[i], e);
                     continue;
                 }
-                if (corrupting) {
-                    data = corrupt(ids[i], data, arena);
-                }
-                sends[i] = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, i)), data);
+                // this reducer's earlier sends must leave room (no further request is read meanwhile)
+                budget.acquire(size);
+                sends[i] = send(ep, requestId, i, ids[i], block, budget, memory);
             }
         } finally { // also when a send is refused at once (the instance closed): the mappings go once the sends
-            // made so far have ended
+            memory.closeAfter(sends); // made so far have ended
+        }
+    }
+
+    /**
+     * Sends one block, whose share of the budget is taken: a file region from {@link #MAP_MIN} on is mapped (until
+     * the request ends), anything smaller is read into pool memory; the share and the memory are given back when
+     * the send ends. A block that cannot be read is refused instead (the rest of the request goes on).
+     */
+    private CompletableFuture<?> send(Endpoint ep, long requestId, int index, String id, ManagedBuffer block,
+            SendBudget budget, RequestMemory memory) {
+        long size = block.size();
+        MemorySegment copy = null;
+        MemorySegment data;
+        try {
+            if (size >= MAP_MIN && block instanceof FileSegmentManagedBuffer f) {
+                data = mapFile(f, memory.arena());
+            } else {
+                data = size == 0 ? EMPTY : (copy = read(block));
+            }
+            if (corrupting) {
+                data = corrupt(id, data, memory.arena());
+            }
+        } catch (Exception e) {
+            giveBack(copy, size, budget);
+            return refuse(ep, requestId, index, id, e);
+        }
+        MemorySegment owned = copy;
+        CompletableFuture<?> sent;
+        try {
+            sent = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, index)), data);
+        } catch (RuntimeException | Error e) {
+            giveBack(owned, size, budget);
+            throw e;
+        }
+        return sent.whenComplete((v, t) -> giveBack(owned, size, budget)); // UCX has let go of the bytes
+    }
+
+    private void giveBack(MemorySegment copy, long size, SendBudget budget) {
+        if (copy != null) {
+            pool.free(copy);
+        }
+        budget.release(size);
+    }
+
+    /** The mappings (and a test's corrupted copies) of one request, in an arena made on first use. */
+    private static final class RequestMemory {
+        private Arena arena;
+
+        Arena arena() {
+            if (arena == null) {
+                arena = Arena.ofShared();
+            }
+            return arena;
+        }
+
+        /** Closes the arena once every send made ({@code null}s are skipped) has ended. */
+        void closeAfter(CompletableFuture<?>[] sends) {
+            if (arena == null) {
+                return;
+            }
+            Arena a = arena;
             CompletableFuture<?>[] made = java.util.Arrays.stream(sends).filter(java.util.Objects::nonNull)
                     .toArray(CompletableFuture<?>[]::new);
             // closing a shared arena is a handshake with every thread of the JVM: never on ucx4j's progress thread,
             // which completes the last send
-            CompletableFuture.allOf(made).whenCompleteAsync((v, t) -> arena.close(), UNMAP);
+            CompletableFuture.allOf(made).whenCompleteAsync((v, t) -> a.close(), UNMAP);
         }
     }
 
-    /** Streams each block of a to-disk request in parts, with a bounded number in flight. */
-    private void serveParts(Endpoint ep, long requestId, String[] ids) {
+    /**
+     * Streams each block of a to-disk request in parts, at most {@code partsInFlight} of them in flight (and within
+     * the connection's budget).
+     */
+    private void serveParts(Endpoint ep, SendBudget budget, long requestId, String[] ids) {
         ArrayDeque<CompletableFuture<?>> inFlight = new ArrayDeque<>();
         Arena arena = Arena.ofShared();
         try {
             for (int i = 0; i < ids.length; i++) {
                 MemorySegment data;
                 try {
-                    data = block(ids[i], arena);
+                    data = whole(blocks.apply(ids[i]), arena);
                 } catch (Exception e) {
                     inFlight.add(refuse(ep, requestId, i, ids[i], e));
                     continue;
@@ -215,12 +302,20 @@ final class BlockServer implements ConnectionHandler {
                     while (inFlight.size() >= partsInFlight) {
                         inFlight.poll().join();
                     }
-                    inFlight.add(ep.amSendAsync(MemorySegment.ofArray(Wire.partHeader(requestId, i, offset, size)),
-                            data.asSlice(offset, n)));
+                    budget.acquire(n);
+                    CompletableFuture<?> sent;
+                    try {
+                        sent = ep.amSendAsync(MemorySegment.ofArray(Wire.partHeader(requestId, i, offset, size)),
+                                data.asSlice(offset, n));
+                    } catch (RuntimeException | Error e) {
+                        budget.release(n);
+                        throw e;
+                    }
+                    inFlight.add(sent.whenComplete((v, t) -> budget.release(n)));
                     offset += n;
                 } while (offset < size);
             }
-        } catch (RuntimeException e) {
+        } catch (IOException | RuntimeException e) {
             LOG.debug("ucx4j shuffle: streaming to {} stopped: {}", ep, e.toString());
         } finally {
             // UCX reads the mappings until each send has completed (a failed endpoint completes them promptly)
@@ -229,10 +324,6 @@ final class BlockServer implements ConnectionHandler {
             }
             arena.close();
         }
-    }
-
-    private MemorySegment block(String id, Arena arena) throws IOException {
-        return map(resolver.getBlockData(BlockId.apply(id), Option.empty()), arena);
     }
 
     /** Tells the reducer why block {@code index} cannot be served. */
@@ -250,29 +341,52 @@ final class BlockServer implements ConnectionHandler {
      */
     static final long MAP_MIN = 256 * 1024;
 
-    /** The block's bytes without copying them into the heap: a mapping of its file region where there is one. */
-    private static MemorySegment map(ManagedBuffer block, Arena arena) throws IOException {
+    /** A read-only mapping of a block's file region, unmapped when {@code arena} closes. */
+    private static MemorySegment mapFile(FileSegmentManagedBuffer f, Arena arena) throws IOException {
+        try (FileChannel ch = FileChannel.open(f.getFile().toPath(), StandardOpenOption.READ)) {
+            return ch.map(FileChannel.MapMode.READ_ONLY, f.getOffset(), f.getLength(), arena);
+        }
+    }
+
+    /** A block read into pool memory (the caller frees it). */
+    private MemorySegment read(ManagedBuffer block) throws IOException {
+        MemorySegment into = pool.allocate(block.size());
+        try {
+            fill(block, into);
+            return into;
+        } catch (IOException | RuntimeException | Error e) {
+            pool.free(into);
+            throw e;
+        }
+    }
+
+    /** A whole block in memory that lives as long as {@code arena}: mapped where it is a large file region. */
+    private static MemorySegment whole(ManagedBuffer block, Arena arena) throws IOException {
         if (block.size() == 0) {
             return EMPTY;
         }
+        if (block.size() >= MAP_MIN && block instanceof FileSegmentManagedBuffer f) {
+            return mapFile(f, arena);
+        }
+        MemorySegment into = arena.allocate(block.size());
+        fill(block, into);
+        return into;
+    }
+
+    /** Copies a block's bytes into {@code into} (its size) without passing them through the heap. */
+    private static void fill(ManagedBuffer block, MemorySegment into) throws IOException {
         if (block instanceof FileSegmentManagedBuffer f) {
             try (FileChannel ch = FileChannel.open(f.getFile().toPath(), StandardOpenOption.READ)) {
-                if (f.getLength() >= MAP_MIN) {
-                    return ch.map(FileChannel.MapMode.READ_ONLY, f.getOffset(), f.getLength(), arena);
-                }
-                MemorySegment bytes = arena.allocate(f.getLength());
-                java.nio.ByteBuffer into = bytes.asByteBuffer();
-                while (into.hasRemaining()) {
-                    if (ch.read(into, f.getOffset() + into.position()) < 0) {
+                java.nio.ByteBuffer b = into.asByteBuffer();
+                while (b.hasRemaining()) {
+                    if (ch.read(b, f.getOffset() + b.position()) < 0) {
                         throw new java.io.EOFException(f.getFile() + " ends before its block " + f.getOffset()
                                 + "+" + f.getLength());
                     }
                 }
-                return bytes;
             }
+            return;
         }
-        MemorySegment copy = arena.allocate(block.size());
-        copy.copyFrom(MemorySegment.ofBuffer(block.nioByteBuffer()));
-        return copy;
+        into.copyFrom(MemorySegment.ofBuffer(block.nioByteBuffer()));
     }
 }

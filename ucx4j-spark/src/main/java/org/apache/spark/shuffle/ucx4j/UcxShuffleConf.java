@@ -25,6 +25,7 @@ final class UcxShuffleConf {
     static final String PARTS_IN_FLIGHT = PREFIX + "partsInFlight";
     static final String PULL_BUDGET = PREFIX + "pullBudget";
     static final String RECEIVE_CACHE = PREFIX + "receiveCache";
+    static final String SERVER_BYTES_IN_FLIGHT = PREFIX + "serverBytesInFlight";
     static final String UCX_PREFIX = PREFIX + "ucx.";
 
     private final SparkConf conf;
@@ -82,6 +83,15 @@ final class UcxShuffleConf {
      */
     long pullBudget() {
         return conf.getSizeAsBytes(PULL_BUDGET, String.valueOf(partsInFlight() * partSize()));
+    }
+
+    /**
+     * Bytes of blocks (and parts) a block server sends to one reducer executor at once: past them it reads or maps
+     * no more of that reducer's blocks until earlier sends end (one block always goes, however large). Twice the
+     * pull budget by default, so the reducer always finds a server's next blocks ready when it has room to pull.
+     */
+    long serverBytesInFlight() {
+        return conf.getSizeAsBytes(SERVER_BYTES_IN_FLIGHT, String.valueOf(2 * pullBudget()));
     }
 
     /**

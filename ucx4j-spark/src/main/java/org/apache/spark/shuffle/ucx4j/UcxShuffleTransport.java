@@ -14,6 +14,7 @@ import org.apache.spark.network.netty.SparkTransportConf;
 import org.apache.spark.network.util.TransportConf;
 import org.apache.spark.rpc.RpcEndpointRef;
 import org.apache.spark.shuffle.ShuffleBlockResolver;
+import org.apache.spark.storage.BlockId;
 import org.apache.spark.util.RpcUtils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -110,7 +111,8 @@ final class UcxShuffleTransport implements AutoCloseable {
     private Generation open(int number) {
         Ucx ucx = Ucx.open(options.withName("spark-executor-" + executorId + (number == 0 ? "" : "-" + number)));
         try {
-            BlockServer server = new BlockServer(resolver, conf.partSize(), conf.partsInFlight());
+            BlockServer server = new BlockServer(id -> resolver.getBlockData(BlockId.apply(id), Option.empty()),
+                    conf.partSize(), conf.partsInFlight(), conf.serverBytesInFlight(), receivePool);
             server.onClientClosed(ep -> retire(new PeerTraffic(executorId, ep.stats().peer(), false, ep.stats())));
             Listener listener = listen(ucx, server);
             UcxDriverEndpoint.Address me = new UcxDriverEndpoint.Address(executorId, host, listener.port());

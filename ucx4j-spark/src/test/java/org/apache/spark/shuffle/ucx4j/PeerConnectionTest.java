@@ -220,7 +220,7 @@ class PeerConnectionTest {
 
     @Test
     void aClosedReducerConnectionKeepsItsTrafficFigures() throws Exception {
-        BlockServer blocks = new BlockServer(null, 1 << 20, 1);
+        BlockServer blocks = new BlockServer(id -> null, 1 << 20, 1, 1 << 20, MemoryAllocator.malloc());
         CompletableFuture<Endpoint> closed = new CompletableFuture<>();
         blocks.onClientClosed(closed::complete);
         try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open(); Listener l = server.listen(0, blocks)) {

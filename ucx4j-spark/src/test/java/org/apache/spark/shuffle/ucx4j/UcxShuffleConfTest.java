@@ -16,4 +16,14 @@ class UcxShuffleConfTest {
         conf.set(UcxShuffleConf.PULL_BUDGET, "100m");
         assertEquals(100L << 20, new UcxShuffleConf(conf).ucxOptions().pullBudget());
     }
+
+    @Test
+    void aServerSendsEachReducerTwiceThePullBudgetAtOnceUnlessSet() {
+        SparkConf conf = new SparkConf(false);
+        assertEquals(64L << 20, new UcxShuffleConf(conf).serverBytesInFlight());
+        conf.set(UcxShuffleConf.PULL_BUDGET, "10m");
+        assertEquals(20L << 20, new UcxShuffleConf(conf).serverBytesInFlight());
+        conf.set(UcxShuffleConf.SERVER_BYTES_IN_FLIGHT, "1m");
+        assertEquals(1L << 20, new UcxShuffleConf(conf).serverBytesInFlight());
+    }
 }
