@@ -34,11 +34,11 @@ import org.ucx4j.UcxException;
  * writes to disk are streamed in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight per
  * request, so the reducer never holds more than that in memory however large a block is.
  *
- * <p>Each reducer connection has a {@link SendBudget} of {@code bytesInFlight}: a block (or part) is read or mapped
- * only when the sends to that reducer before it leave room, and the connection's next request is read only when its
- * current one is all sent or waiting for room, so a reducer that asks faster than it takes (many tasks, a slow
- * or stopped process) holds at most that much of this server's memory, however many requests it makes, and holds
- * up no other reducer.
+ * <p>Each reducer connection has a {@link SendBudget} of {@code bytesInFlight}: a block (or part) is read into memory
+ * or sent only when the sends to that reducer before it leave room, and the connection's next request is read only
+ * when every block of its current one has been handed to UCX (requests, to-disk ones too, are served on the
+ * connection's thread), so a reducer that asks faster than it takes (many tasks, a slow or stopped process) has at
+ * most that much in flight from this server, however many requests it makes, and holds up no other reducer.
  */
 final class BlockServer implements ConnectionHandler {
     private static final Logger LOG = LoggerFactory.getLogger(BlockServer.class);
@@ -49,9 +49,10 @@ final class BlockServer implements ConnectionHandler {
     private final Function<String, ManagedBuffer> blocks;
     private final long partSize;
     private final int partsInFlight;
-    private final long bytesInFlight;
+    private final long budgetBytes;
     private final MemoryAllocator pool;
     private final AtomicLong peakBytesInFlight = new AtomicLong();
+    private final AtomicLong bytesInFlight = new AtomicLong();
     private final Set<Endpoint> clients = ConcurrentHashMap.newKeySet();
     private volatile java.util.function.Consumer<Endpoint> onClientClosed = ep -> { };
     /** Requests still to be answered by dropping their connection (a test's network failure). */
@@ -70,13 +71,18 @@ final class BlockServer implements ConnectionHandler {
         this.blocks = blocks;
         this.partSize = partSize;
         this.partsInFlight = partsInFlight;
-        this.bytesInFlight = bytesInFlight;
+        this.budgetBytes = bytesInFlight;
         this.pool = pool;
     }
 
     /** The most bytes this server ever had in flight to one reducer (tests check the bound). */
     long peakBytesInFlight() {
         return peakBytesInFlight.get();
+    }
+
+    /** The bytes this server has in flight now, to all reducers (tests check that every send gives back its share). */
+    long bytesInFlight() {
+        return bytesInFlight.get();
     }
 
     Set<Endpoint> clients() {
@@ -154,7 +160,7 @@ final class BlockServer implements ConnectionHandler {
                 onClientClosed.accept(ep);
             }
         });
-        SendBudget budget = new SendBudget(bytesInFlight, peakBytesInFlight);
+        SendBudget budget = new SendBudget(budgetBytes, peakBytesInFlight, bytesInFlight);
         try {
             while (true) {
                 try (AmMessage m = ep.amRecv()) {
@@ -176,8 +182,7 @@ final class BlockServer implements ConnectionHandler {
                     if (h.kind() == Wire.FETCH) {
                         serve(ep, budget, h.requestId(), ids);
                     } else {
-                        Thread.ofVirtual().name("ucx4j-shuffle-parts")
-                                .start(() -> serveParts(ep, budget, h.requestId(), ids));
+                        serveParts(ep, budget, h.requestId(), ids);
                     }
                 }
             }
@@ -206,6 +211,10 @@ final class BlockServer implements ConnectionHandler {
                 }
                 // this reducer's earlier sends must leave room (no further request is read meanwhile)
                 budget.acquire(size);
+                if (!ep.isAlive()) { // the reducer went while this waited: the next receive says why
+                    budget.release(size);
+                    return;
+                }
                 sends[i] = send(ep, requestId, i, ids[i], block, budget, memory);
             }
         } finally { // also when a send is refused at once (the instance closed): the mappings go once the sends
@@ -232,8 +241,11 @@ final class BlockServer implements ConnectionHandler {
             if (corrupting) {
                 data = corrupt(id, data, memory.arena());
             }
-        } catch (Exception e) {
+        } catch (Throwable e) {
             giveBack(copy, size, budget);
+            if (e instanceof Error err) {
+                throw err;
+            }
             return refuse(ep, requestId, index, id, e);
         }
         MemorySegment owned = copy;
@@ -280,54 +292,95 @@ final class BlockServer implements ConnectionHandler {
     }
 
     /**
-     * Streams each block of a to-disk request in parts, at most {@code partsInFlight} of them in flight (and within
-     * the connection's budget).
+     * Streams each block of a to-disk request in parts, at most {@code partsInFlight} of them in flight, on the
+     * connection's thread and within its budget: a mapped block takes the budget part by part, one read into memory
+     * (a small or in-memory block) all at once; each block's memory goes once its parts have been sent.
      */
-    private void serveParts(Endpoint ep, SendBudget budget, long requestId, String[] ids) {
+    private void serveParts(Endpoint ep, SendBudget budget, long requestId, String[] ids) throws IOException {
         ArrayDeque<CompletableFuture<?>> inFlight = new ArrayDeque<>();
-        Arena arena = Arena.ofShared();
-        try {
-            for (int i = 0; i < ids.length; i++) {
-                MemorySegment data;
-                try {
-                    data = whole(blocks.apply(ids[i]), arena);
-                } catch (Exception e) {
-                    inFlight.add(refuse(ep, requestId, i, ids[i], e));
-                    continue;
+        for (int i = 0; i < ids.length; i++) {
+            ManagedBuffer block;
+            long size;
+            try {
+                block = blocks.apply(ids[i]);
+                size = block.size();
+            } catch (Exception e) {
+                inFlight.add(refuse(ep, requestId, i, ids[i], e));
+                continue;
+            }
+            FileSegmentManagedBuffer file = size >= MAP_MIN && block instanceof FileSegmentManagedBuffer f ? f : null;
+            Arena arena = null;
+            MemorySegment copy = null;
+            MemorySegment data;
+            if (file == null) {
+                budget.acquire(size);
+            }
+            try {
+                if (file != null) {
+                    arena = Arena.ofShared();
+                    data = mapFile(file, arena);
+                } else {
+                    data = size == 0 ? EMPTY : (copy = read(block));
                 }
-                long size = data.byteSize();
+            } catch (Throwable e) {
+                if (arena != null) {
+                    arena.close();
+                } else {
+                    giveBack(copy, size, budget);
+                }
+                if (e instanceof Error err) {
+                    throw err;
+                }
+                inFlight.add(refuse(ep, requestId, i, ids[i], e));
+                continue;
+            }
+            java.util.List<CompletableFuture<?>> parts = new java.util.ArrayList<>();
+            try {
                 long offset = 0;
                 do {
                     long n = Math.min(partSize, size - offset);
                     while (inFlight.size() >= partsInFlight) {
-                        inFlight.poll().join();
+                        inFlight.poll().exceptionally(t -> null).join();
                     }
-                    budget.acquire(n);
+                    if (file != null) {
+                        budget.acquire(n);
+                    }
+                    if (!ep.isAlive()) { // the reducer went: the next receive says why
+                        if (file != null) {
+                            budget.release(n);
+                        }
+                        return;
+                    }
                     CompletableFuture<?> sent;
                     try {
                         sent = ep.amSendAsync(MemorySegment.ofArray(Wire.partHeader(requestId, i, offset, size)),
                                 data.asSlice(offset, n));
                     } catch (RuntimeException | Error e) {
-                        budget.release(n);
+                        if (file != null) {
+                            budget.release(n);
+                        }
                         throw e;
                     }
-                    inFlight.add(sent.whenComplete((v, t) -> budget.release(n)));
+                    CompletableFuture<?> done = file != null ? sent.whenComplete((v, t) -> budget.release(n)) : sent;
+                    inFlight.add(done);
+                    parts.add(done);
                     offset += n;
                 } while (offset < size);
+            } finally { // UCX reads the block until each of its parts' sends has ended
+                CompletableFuture<Void> all = CompletableFuture.allOf(parts.toArray(CompletableFuture<?>[]::new));
+                if (arena != null) {
+                    Arena a = arena;
+                    all.whenCompleteAsync((v, t) -> a.close(), UNMAP);
+                } else {
+                    MemorySegment owned = copy;
+                    all.whenComplete((v, t) -> giveBack(owned, size, budget));
+                }
             }
-        } catch (IOException | RuntimeException e) {
-            LOG.debug("ucx4j shuffle: streaming to {} stopped: {}", ep, e.toString());
-        } finally {
-            // UCX reads the mappings until each send has completed (a failed endpoint completes them promptly)
-            for (CompletableFuture<?> f : inFlight) {
-                f.exceptionally(t -> null).join();
-            }
-            arena.close();
         }
     }
 
     /** Tells the reducer why block {@code index} cannot be served. */
-    private static CompletableFuture<?> refuse(Endpoint ep, long requestId, int index, String id, Exception e) {
+    private static CompletableFuture<?> refuse(Endpoint ep, long requestId, int index, String id, Throwable e) {
         LOG.warn("ucx4j shuffle: cannot serve block {}: {}", id, e.toString());
         byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
         return ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, index)),
@@ -358,19 +411,6 @@ final class BlockServer implements ConnectionHandler {
             pool.free(into);
             throw e;
         }
-    }
-
-    /** A whole block in memory that lives as long as {@code arena}: mapped where it is a large file region. */
-    private static MemorySegment whole(ManagedBuffer block, Arena arena) throws IOException {
-        if (block.size() == 0) {
-            return EMPTY;
-        }
-        if (block.size() >= MAP_MIN && block instanceof FileSegmentManagedBuffer f) {
-            return mapFile(f, arena);
-        }
-        MemorySegment into = arena.allocate(block.size());
-        fill(block, into);
-        return into;
     }
 
     /** Copies a block's bytes into {@code into} (its size) without passing them through the heap. */

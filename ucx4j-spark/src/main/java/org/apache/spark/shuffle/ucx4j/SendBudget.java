@@ -16,11 +16,16 @@ final class SendBudget {
     private final int units;
     private final Semaphore room;
     private final AtomicLong inFlight = new AtomicLong();
-    /** The most bytes ever in flight on any budget sharing it (tests read it). */
+    /** The most bytes ever in flight on any one budget sharing it (tests read it). */
     private final AtomicLong peak;
+    /** The bytes in flight on all budgets sharing it. */
+    private final AtomicLong total;
 
-    /** A budget of {@code bytes} (at least 1 KiB) whose high-water mark is kept in {@code peak}. */
-    SendBudget(long bytes, AtomicLong peak) {
+    /**
+     * A budget of {@code bytes} (at least 1 KiB) whose high-water mark is kept in {@code peak} and whose bytes in
+     * flight are added to {@code total}.
+     */
+    SendBudget(long bytes, AtomicLong peak, AtomicLong total) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("ucx4j shuffle: the server's bytes in flight must be positive, got "
                     + bytes);
@@ -28,6 +33,7 @@ final class SendBudget {
         this.units = (int) Math.min(Integer.MAX_VALUE, Math.max(1, bytes >>> UNIT_SHIFT));
         this.room = new Semaphore(units, true);
         this.peak = peak;
+        this.total = total;
     }
 
     /** Waits until {@code bytes} more may be sent; pair each call with one {@link #release(long)}. */
@@ -40,16 +46,14 @@ final class SendBudget {
         }
         long now = inFlight.addAndGet(bytes);
         peak.accumulateAndGet(now, Math::max);
+        total.addAndGet(bytes);
     }
 
     /** A send of {@code bytes} ended. */
     void release(long bytes) {
         inFlight.addAndGet(-bytes);
+        total.addAndGet(-bytes);
         room.release(unitsOf(bytes));
-    }
-
-    long bytesInFlight() {
-        return inFlight.get();
     }
 
     /** Whole KiB, rounded up; a block larger than the budget takes all of it (so it goes alone). */

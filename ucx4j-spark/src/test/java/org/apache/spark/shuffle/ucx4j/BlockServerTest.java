@@ -16,6 +16,7 @@ import java.util.Random;
 import org.apache.spark.network.buffer.FileSegmentManagedBuffer;
 import org.apache.spark.network.buffer.ManagedBuffer;
 import org.apache.spark.network.buffer.NioManagedBuffer;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.ucx4j.AmMessage;
@@ -28,8 +29,8 @@ import org.ucx4j.UcxOptions;
 
 /**
  * The block server against hand-made reducers: what it sends to one reducer at once stays within its budget however
- * many requests that reducer makes, a reducer that stops taking data holds up no other, and every block still
- * arrives whole once the reducer goes on.
+ * many requests that reducer makes, fetched in memory or streamed to disk; a reducer that stops taking data holds up
+ * no other; every block still arrives whole once the reducer goes on, and every send gives its share back.
  */
 class BlockServerTest {
     private static final Duration T = Duration.ofSeconds(10);
@@ -39,16 +40,16 @@ class BlockServerTest {
 
     @TempDir
     Path dir;
+    /** Eight large blocks b0..b7 in one shuffle file, two small ones s0, s1 in memory, an empty one e. */
+    private final Map<String, byte[]> expected = new HashMap<>();
+    private final Map<String, ManagedBuffer> blocks = new HashMap<>();
 
-    @Test
-    void aReducerThatStopsTakingHoldsAtMostTheBudgetAndHoldsUpNoOtherReducer() throws Exception {
-        // eight large blocks in one shuffle file, two small ones in memory
+    @BeforeEach
+    void blocks() throws Exception {
         Random random = new Random(42);
         byte[] file = new byte[8 * LARGE];
         random.nextBytes(file);
         File shuffle = Files.write(dir.resolve("shuffle.data"), file).toFile();
-        Map<String, byte[]> expected = new HashMap<>();
-        Map<String, ManagedBuffer> blocks = new HashMap<>();
         for (int i = 0; i < 8; i++) {
             expected.put("b" + i, java.util.Arrays.copyOfRange(file, i * LARGE, (i + 1) * LARGE));
             blocks.put("b" + i, new FileSegmentManagedBuffer(null, shuffle, (long) i * LARGE, LARGE));
@@ -59,6 +60,12 @@ class BlockServerTest {
             expected.put("s" + i, b);
             blocks.put("s" + i, new NioManagedBuffer(java.nio.ByteBuffer.wrap(b)));
         }
+        expected.put("e", new byte[0]);
+        blocks.put("e", new NioManagedBuffer(java.nio.ByteBuffer.allocate(0)));
+    }
+
+    @Test
+    void aReducerThatStopsTakingHoldsAtMostTheBudgetAndHoldsUpNoOtherReducer() throws Exception {
         try (PooledAllocator pool = new PooledAllocator(1 << 20)) {
             BlockServer server = new BlockServer(blocks::get, 1 << 20, 2, BUDGET, pool);
             try (Ucx executor = Ucx.open(); Listener l = executor.listen(0, server);
@@ -67,7 +74,7 @@ class BlockServerTest {
                 // the first reducer progresses only when this thread drives it: it asks for every block, in two
                 // requests, then stops
                 Endpoint slow = stopped.connect("127.0.0.1", l.port(), T);
-                String[][] requests = {{"b0", "b1", "b2", "b3", "s0"}, {"b4", "b5", "b6", "b7", "s1"}};
+                String[][] requests = {{"b0", "b1", "b2", "b3", "s0", "nope"}, {"b4", "b5", "b6", "b7", "s1", "e"}};
                 for (int r = 0; r < 2; r++) {
                     slow.amSend(Wire.header(Wire.FETCH, r + 1, requests[r].length),
                             String.join("\n", requests[r]).getBytes(StandardCharsets.UTF_8), T);
@@ -86,22 +93,75 @@ class BlockServerTest {
                         assertArrayEquals(expected.get(h.index() == 0 ? "b7" : "s1"), m.payloadBytes());
                     }
                 }
-                // the first reducer goes on: all ten blocks arrive whole, the budget held throughout
-                boolean[][] seen = new boolean[2][5];
-                for (int k = 0; k < 10; k++) {
+                // the first reducer goes on: every block arrives whole (the unknown one refused), the budget held
+                boolean[][] seen = new boolean[2][6];
+                for (int k = 0; k < 12; k++) {
                     try (AmMessage m = slow.amRecv(T)) {
                         Wire.Header h = Wire.Header.parse(m.headerBytes());
-                        assertEquals(Wire.BLOCK, h.kind());
                         int r = (int) h.requestId() - 1;
+                        String id = requests[r][h.index()];
                         assertTrue(!seen[r][h.index()], "each block once");
                         seen[r][h.index()] = true;
-                        assertArrayEquals(expected.get(requests[r][h.index()]), m.payloadBytes(),
-                                requests[r][h.index()]);
+                        if (id.equals("nope")) {
+                            assertEquals(Wire.ERROR, h.kind());
+                            continue;
+                        }
+                        assertEquals(Wire.BLOCK, h.kind(), id);
+                        assertArrayEquals(expected.get(id), m.payloadBytes(), id);
                     }
                 }
                 assertTrue(server.peakBytesInFlight() <= BUDGET, "peak " + server.peakBytesInFlight());
+                Data.eventually(() -> server.bytesInFlight() == 0); // every send gave its share back
                 slow.close(T);
                 other.close(T);
+            }
+        }
+    }
+
+    @Test
+    void blocksStreamedToDiskStayWithinTheBudgetToo() throws Exception {
+        int partSize = 128 * 1024;
+        long budget = 512 * 1024;
+        try (PooledAllocator pool = new PooledAllocator(1 << 20)) {
+            BlockServer server = new BlockServer(blocks::get, partSize, 16, budget, pool);
+            try (Ucx executor = Ucx.open(); Listener l = executor.listen(0, server);
+                    Ucx stopped = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER))) {
+                Endpoint slow = stopped.connect("127.0.0.1", l.port(), T);
+                String[] ids = {"b0", "nope", "s0", "b1", "e"};
+                slow.amSend(Wire.header(Wire.FETCH_TO_DISK, 5, ids.length),
+                        String.join("\n", ids).getBytes(StandardCharsets.UTF_8), T);
+                Thread.sleep(1000);
+                long peak = server.peakBytesInFlight();
+                assertTrue(peak > 0 && peak <= budget, "bytes in flight to the stopped reducer: " + peak);
+                // parts: 5 + 5 of the large blocks, one each of the small and the empty one; one refusal
+                byte[][] got = new byte[ids.length][];
+                int messages = 2 * ((LARGE + partSize - 1) / partSize) + 2 + 1;
+                for (int k = 0; k < messages; k++) {
+                    try (AmMessage m = slow.amRecv(T)) {
+                        Wire.Header h = Wire.Header.parse(m.headerBytes());
+                        assertEquals(5, h.requestId());
+                        String id = ids[h.index()];
+                        if (id.equals("nope")) {
+                            assertEquals(Wire.ERROR, h.kind());
+                            got[h.index()] = new byte[0];
+                            continue;
+                        }
+                        assertEquals(Wire.PART, h.kind(), id);
+                        assertEquals(expected.get(id).length, h.blockSize(), id);
+                        if (got[h.index()] == null) {
+                            got[h.index()] = new byte[(int) h.blockSize()];
+                        }
+                        m.payload().asByteBuffer().get(got[h.index()], (int) h.offset(), (int) m.payload().byteSize());
+                    }
+                }
+                for (int i = 0; i < ids.length; i++) {
+                    if (!ids[i].equals("nope")) {
+                        assertArrayEquals(expected.get(ids[i]), got[i], ids[i]);
+                    }
+                }
+                assertTrue(server.peakBytesInFlight() <= budget, "peak " + server.peakBytesInFlight());
+                Data.eventually(() -> server.bytesInFlight() == 0);
+                slow.close(T);
             }
         }
     }
