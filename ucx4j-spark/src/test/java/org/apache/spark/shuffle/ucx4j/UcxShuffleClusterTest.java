@@ -72,6 +72,8 @@ class UcxShuffleClusterTest {
                 .set("spark.network.maxRemoteBlockSizeFetchToMem", "4m")
                 .set(UcxShuffleConf.PART_SIZE, "1m")
                 .set(UcxShuffleConf.PARTS_IN_FLIGHT, "3")
+                // servers send each reducer 2 MiB at a time: both paths wait for room (parts: 3 MiB in flight)
+                .set(UcxShuffleConf.SERVER_BYTES_IN_FLIGHT, "2m")
                 .set(UcxShuffleConf.PORT, String.valueOf(PORT))
                 // a dropped connection is asked again a second later (Spark's default: 5 s)
                 .set("spark.shuffle.io.retryWait", "1s"));
