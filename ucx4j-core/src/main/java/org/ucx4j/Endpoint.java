@@ -783,6 +783,11 @@ public final class Endpoint implements AutoCloseable {
         engine.await(submitted(engine.rmaFlush(core, true)), -1);
     }
 
+    /**
+     * {@link #flush()} for at most {@code timeout}: past it a {@link UcxTimeoutException}, and the flush, which UCX
+     * cannot withdraw and which holds none of the caller's memory, completes in the background; the endpoint lives
+     * on (so does it when {@link #flushAsync()}'s future is canceled).
+     */
     public void flush(Duration timeout) {
         long t = Buffers.nanos(timeout);
         ucx.checkOpen();

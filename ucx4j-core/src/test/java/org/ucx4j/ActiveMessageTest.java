@@ -274,6 +274,45 @@ class ActiveMessageTest {
         }
     }
 
+    @Test
+    void anEndpointFlushThatTimesOutOrIsCanceledLeavesTheEndpointAlive() throws Exception {
+        // as above: over TCP a put waits for the target's worker, whose progress thread a handler holds; a flush
+        // holds none of the caller's memory, so a timeout or a cancel need not cost the connection
+        UcxOptions tcp = UcxOptions.defaults().with("TLS", "tcp");
+        long size = 64 << 10;
+        try (Ucx a = Ucx.open(tcp); Ucx b = Ucx.open(tcp); Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete); MemoryRegion region = b.allocateMemory(size)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
+                java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
+                java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+                holdOnActiveMessage(server, inHandler, release);
+                CompletableFuture<Long> put;
+                try {
+                    client.amSend(new byte[0], new byte[] {1});
+                    assertTrue(inHandler.await(10, TimeUnit.SECONDS));
+                    put = client.putAsync(Data.pattern(arena, size, 6), key, 0);
+                    Throwable t = outcome(() -> client.flush(Duration.ofMillis(300)));
+                    assertInstanceOf(UcxTimeoutException.class, t);
+                    assertTrue(t.getMessage().contains("UCS_ERR_TIMED_OUT"), t.getMessage());
+                    CompletableFuture<Long> flushing = client.flushAsync();
+                    assertTrue(flushing.cancel(true));
+                    assertTrue(client.isAlive(), "a flush's timeout or cancel does not abort its endpoint");
+                    assertEquals(1, release.getCount(), "the handler still holds the target's progress thread");
+                } finally {
+                    release.countDown();
+                }
+                assertEquals(size, put.get(10, TimeUnit.SECONDS)); // not purged by an abort
+                client.flush(T); // once the target progresses again, the data is there
+                Data.verify(region.segment(), size, 6);
+                assertTrue(client.isAlive());
+                key.close();
+            }
+        }
+    }
+
     /**
      * A handler that, at the first message, holds the thread driving {@code ep}'s worker (its progress thread) until
      * {@code release}, having counted down {@code inHandler}.

@@ -1126,7 +1126,7 @@ public final class Engine {
             Thread.currentThread().interrupt();
         }
         if (!op.done) { // left to UCX (leftToUcx): it completes in the background, touching none of the caller's memory
-            String why = " (UCX cannot withdraw a worker flush: it completes in the background)";
+            String why = " (UCX cannot withdraw a flush: it completes in the background)";
             if (interrupted) {
                 throw new CanceledException(op.what + " interrupted" + why + " (" + Status.name(Status.ERR_CANCELED)
                         + ")", Status.ERR_CANCELED);
@@ -1294,12 +1294,13 @@ public final class Engine {
      * recycled (cancelRequested), as the queue may still hold it until the owner skips it.
      */
     /**
-     * A worker flush that a timeout or an interrupt canceled: UCX cannot withdraw it and no endpoint's abort ends
-     * it (it waits for every peer), and it holds none of the caller's memory, so its waiter stops waiting. It is
-     * never recycled (cancelRequested): its completion finds it as it was.
+     * A flush (worker or endpoint) that a timeout or an interrupt canceled: UCX cannot withdraw it, and it holds
+     * none of the caller's memory, so its waiter stops waiting and the endpoint lives on (aborting it would end an
+     * endpoint flush, but cost the connection for a peer that is only slow; no abort ends a worker flush, which
+     * waits for every peer). It is never recycled (cancelRequested): its completion finds it as it was.
      */
     private static boolean leftToUcx(Op op) {
-        return op.cancelRequested && op.kind == Op.RMA_FLUSH && op.ep == null;
+        return op.cancelRequested && op.kind == Op.RMA_FLUSH;
     }
 
     private void withdraw(Op op) {

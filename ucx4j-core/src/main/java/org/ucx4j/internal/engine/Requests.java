@@ -440,8 +440,9 @@ final class Requests {
             if (op.polled) {
                 engine.pollRecv(op); // UCX completed it inside the cancel (no callback, no event): finish it now
             }
-        } else if (op.ep != null) {
-            // UCX cannot cancel a send (or a stream receive) in flight: abort the endpoint, which purges it
+        } else if (op.ep != null && op.kind != Op.RMA_FLUSH) {
+            // UCX cannot cancel a send (or a stream receive, a put, a get) in flight: abort the endpoint, which
+            // purges it; a flush holds no caller memory and is left to complete (Engine.leftToUcx)
             engine.connections.abortOnOwner(op.ep, null);
         }
     }
