@@ -1288,21 +1288,23 @@ public final class Engine {
     }
 
     /**
-     * A waiter's cancel (timeout, interrupt; not the owner thread): an op still waiting in the queue is taken back
-     * and failed here, since an owner that is not progressing (caller mode, busy elsewhere) would otherwise leave
-     * the waiter parked past its deadline; one the owner already has is canceled by it. The op is then never
-     * recycled (cancelRequested), as the queue may still hold it until the owner skips it.
-     */
-    /**
      * A flush (worker or endpoint) that a timeout or an interrupt canceled: UCX cannot withdraw it, and it holds
      * none of the caller's memory, so its waiter stops waiting and the endpoint lives on (aborting it would end an
      * endpoint flush, but cost the connection for a peer that is only slow; no abort ends a worker flush, which
-     * waits for every peer). It is never recycled (cancelRequested): its completion finds it as it was.
+     * waits for every peer). It is never recycled (cancelRequested): its completion finds it as it was. Each such
+     * flush keeps its op, slot and UCX request until UCX ends it (at the latest when the endpoint or worker goes),
+     * so a caller that retries timed-out flushes against a peer that never progresses holds one per try.
      */
     private static boolean leftToUcx(Op op) {
         return op.cancelRequested && op.kind == Op.RMA_FLUSH;
     }
 
+    /**
+     * A waiter's cancel (timeout, interrupt; not the owner thread): an op still waiting in the queue is taken back
+     * and failed here, since an owner that is not progressing (caller mode, busy elsewhere) would otherwise leave
+     * the waiter parked past its deadline; one the owner already has is canceled by it. The op is then never
+     * recycled (cancelRequested), as the queue may still hold it until the owner skips it.
+     */
     private void withdraw(Op op) {
         if (op.claimQueued()) {
             op.cancelRequested = true;

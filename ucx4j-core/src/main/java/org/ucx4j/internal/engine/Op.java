@@ -118,9 +118,10 @@ public final class Op extends EngineFuture<Long> {
      * matched it yet (the message then goes to the next matching receive); one that UCX already matched completes
      * with its message, and this returns false, so nothing is lost. The owner thread decides: this waits for it
      * up to {@link Engine#CANCEL_WAIT_NANOS} and returns false if it has not answered by then (the future still
-     * ends canceled or with the message). A send, a stream receive or RMA is canceled by aborting its endpoint,
-     * since UCX cannot withdraw it, and its future ends (canceled) only once UCX has let go of the buffer, waited
-     * for the same way; one that completed meanwhile keeps its result (false).
+     * ends canceled or with the message). A send, a stream receive, a put or a get is canceled by aborting its
+     * endpoint, since UCX cannot withdraw it, and its future ends (canceled) only once UCX has let go of the buffer,
+     * waited for the same way; one that completed meanwhile keeps its result (false). A flush's future is canceled
+     * at once and the flush left to complete in UCX (it holds no caller memory), its endpoint alive.
      */
     @Override
     public boolean cancel(boolean mayInterruptIfRunning) {
