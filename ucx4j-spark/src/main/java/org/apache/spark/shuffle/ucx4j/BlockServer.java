@@ -8,6 +8,10 @@ import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -197,25 +201,21 @@ final class BlockServer implements ConnectionHandler {
 
     private void serve(Endpoint ep, SendBudget budget, long requestId, String[] ids) throws IOException {
         RequestMemory memory = new RequestMemory();
-        CompletableFuture<?>[] sends = new CompletableFuture<?>[ids.length];
+        List<CompletableFuture<?>> sends = new ArrayList<>(ids.length);
         try {
             for (int i = 0; i < ids.length; i++) {
-                ManagedBuffer block;
-                long size;
-                try {
-                    block = blocks.apply(ids[i]);
-                    size = block.size();
-                } catch (Exception e) {
-                    sends[i] = refuse(ep, requestId, i, ids[i], e);
+                ManagedBuffer block = find(ep, requestId, i, ids[i], sends);
+                if (block == null) {
                     continue;
                 }
+                long size = block.size();
                 // this reducer's earlier sends must leave room (no further request is read meanwhile)
                 budget.acquire(size);
                 if (!ep.isAlive()) { // the reducer went while this waited: the next receive says why
                     budget.release(size);
                     return;
                 }
-                sends[i] = send(ep, requestId, i, ids[i], block, budget, memory);
+                sends.add(send(ep, requestId, i, ids[i], block, budget, memory));
             }
         } finally { // also when a send is refused at once (the instance closed): the mappings go once the sends
             memory.closeAfter(sends); // made so far have ended
@@ -266,6 +266,20 @@ final class BlockServer implements ConnectionHandler {
         budget.release(size);
     }
 
+    /**
+     * The block {@code id}, or null after telling the reducer that it cannot be served (that answer's send is added
+     * to {@code sends}).
+     */
+    private ManagedBuffer find(Endpoint ep, long requestId, int index, String id,
+            Collection<CompletableFuture<?>> sends) {
+        try {
+            return Objects.requireNonNull(blocks.apply(id), "no such block");
+        } catch (Exception e) {
+            sends.add(refuse(ep, requestId, index, id, e));
+            return null;
+        }
+    }
+
     /** The mappings (and a test's corrupted copies) of one request, in an arena made on first use. */
     private static final class RequestMemory {
         private Arena arena;
@@ -277,14 +291,13 @@ final class BlockServer implements ConnectionHandler {
             return arena;
         }
 
-        /** Closes the arena once every send made ({@code null}s are skipped) has ended. */
-        void closeAfter(CompletableFuture<?>[] sends) {
+        /** Closes the arena once every send made has ended. */
+        void closeAfter(List<CompletableFuture<?>> sends) {
             if (arena == null) {
                 return;
             }
             Arena a = arena;
-            CompletableFuture<?>[] made = java.util.Arrays.stream(sends).filter(java.util.Objects::nonNull)
-                    .toArray(CompletableFuture<?>[]::new);
+            CompletableFuture<?>[] made = sends.toArray(CompletableFuture<?>[]::new);
             // closing a shared arena is a handshake with every thread of the JVM: never on ucx4j's progress thread,
             // which completes the last send
             CompletableFuture.allOf(made).whenCompleteAsync((v, t) -> a.close(), UNMAP);
@@ -299,15 +312,11 @@ final class BlockServer implements ConnectionHandler {
     private void serveParts(Endpoint ep, SendBudget budget, long requestId, String[] ids) throws IOException {
         ArrayDeque<CompletableFuture<?>> inFlight = new ArrayDeque<>();
         for (int i = 0; i < ids.length; i++) {
-            ManagedBuffer block;
-            long size;
-            try {
-                block = blocks.apply(ids[i]);
-                size = block.size();
-            } catch (Exception e) {
-                inFlight.add(refuse(ep, requestId, i, ids[i], e));
+            ManagedBuffer block = find(ep, requestId, i, ids[i], inFlight);
+            if (block == null) {
                 continue;
             }
+            long size = block.size();
             FileSegmentManagedBuffer file = size >= MAP_MIN && block instanceof FileSegmentManagedBuffer f ? f : null;
             Arena arena = null;
             MemorySegment copy = null;
@@ -334,7 +343,7 @@ final class BlockServer implements ConnectionHandler {
                 inFlight.add(refuse(ep, requestId, i, ids[i], e));
                 continue;
             }
-            java.util.List<CompletableFuture<?>> parts = new java.util.ArrayList<>();
+            List<CompletableFuture<?>> parts = new ArrayList<>();
             try {
                 long offset = 0;
                 do {
