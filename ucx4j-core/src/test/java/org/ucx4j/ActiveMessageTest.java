@@ -1031,9 +1031,12 @@ class ActiveMessageTest {
                 // s1 progresses only when this thread drives it
                 Endpoint c1 = s1.connect("127.0.0.1", l.port(), T);
                 Endpoint e1 = accepted.poll(10, TimeUnit.SECONDS);
-                byte[] hello = new byte[1]; // over TCP, a connection completes while both sides progress
-                e1.send(hello, 7);
+                // over TCP, a connection completes while both sides progress: e1's send may wait for s1, which
+                // progresses only in c1's calls, so it must not block this thread
+                byte[] hello = new byte[1];
+                CompletableFuture<Long> hi = e1.sendAsync(new byte[1], 7);
                 c1.recv(hello, 7, T);
+                hi.get(10, TimeUnit.SECONDS);
                 c1.send(hello, 8, T);
                 e1.recv(hello, 8, T);
                 Endpoint c2 = s2.connect("127.0.0.1", l.port());
