@@ -846,9 +846,12 @@ public final class Endpoint implements AutoCloseable {
         return core.peerPid();
     }
 
-    /** True until the endpoint is closed, aborted or its peer is found dead. */
+    /**
+     * True until {@link #close} or {@link #abort} is called, the endpoint is closed otherwise, or its peer is found
+     * dead.
+     */
     public boolean isAlive() {
-        return core.isAlive() && !engine.isTerminated();
+        return !closeCalled && core.isAlive() && !engine.isTerminated();
     }
 
     /** True once the endpoint's UCX resources are released. */
@@ -893,29 +896,43 @@ public final class Endpoint implements AutoCloseable {
         close(ucx.options().closeTimeout());
     }
 
+    /**
+     * {@link #close()} within {@code timeout}: the flush gets all of it but a tenth (at most 100 ms), kept for the
+     * release; an endpoint whose worker cannot be reached meanwhile (a caller-mode owner that does not progress) is
+     * released at the worker's next progress, after this returns.
+     */
     public void close(Duration timeout) {
         long t = Buffers.nanos(timeout);
+        long deadline = System.nanoTime() + t;
         if (isClosed() || engine.isTerminated()) {
             engine.discardUnread(core); // ended by its peer: what arrived before and was not read is freed now
             return;
         }
         engine.checkMayBlock("close"); // refused inside UCX's progress before anything changes (closeAsync works)
+        closeCalled = true; // not alive from here on, also while the worker has yet to take the close
         Op flush = engine.closeEndpoint(core);
         try {
-            engine.await(flush, t);
+            engine.await(flush, t - Math.min(t / 10, RELEASE_SHARE_NANOS));
             core.flushed = true;
             core.sayBye(); // sends are flushed: the peer may now fail what it still waits for
         } catch (UcxException e) {
             // flush failed or timed out: abort below
         }
         engine.abortEndpoint(core);
-        engine.awaitClosed(core, Math.max(t, 1_000_000_000L));
+        engine.awaitClosed(core, Math.max(0, deadline - System.nanoTime()));
         engine.discardUnread(core);
         ucx.forget(this);
     }
 
+    /** Set by {@link #close} and {@link #abort}, which the worker's thread may take later. */
+    private volatile boolean closeCalled;
+
+    /** The most of a close's bound kept for releasing the endpoint after its flush. */
+    private static final long RELEASE_SHARE_NANOS = 100_000_000L;
+
     /** Closes at once without flushing; pending operations fail with {@link EndpointClosedException}. */
     public void abort() {
+        closeCalled = true;
         if (!isClosed() && !engine.isTerminated()) {
             engine.abortEndpoint(core);
         }

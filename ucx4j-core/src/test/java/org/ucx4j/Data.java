@@ -6,9 +6,18 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
-/** Test payloads whose every byte depends on its offset and a seed, so misplaced bytes are caught. */
+/**
+ * Test payloads whose every byte depends on its offset and a seed, so misplaced bytes are caught: the bytes come
+ * from a multiplicative hash of the offset, so no run of them repeats at any period (a fragment delivered twice or
+ * in the wrong place, whatever its size, does not match).
+ */
 final class Data {
     private Data() {}
+
+    /** The pattern's byte at offset {@code i} for {@code seed}. */
+    static byte at(long i, int seed) {
+        return (byte) (((i + 1) * 0x9E3779B97F4A7C15L + seed * 0xBF58476D1CE4E5B9L) >>> 56);
+    }
 
     static MemorySegment pattern(Arena arena, long size, int seed) {
         MemorySegment s = arena.allocate(Math.max(1, size)).asSlice(0, size);
@@ -19,14 +28,14 @@ final class Data {
     /** Writes {@link #pattern}'s bytes into the first {@code size} bytes of {@code s}. */
     static void fill(MemorySegment s, long size, int seed) {
         for (long i = 0; i < size; i++) {
-            s.set(ValueLayout.JAVA_BYTE, i, (byte) (i * 31 + seed));
+            s.set(ValueLayout.JAVA_BYTE, i, at(i, seed));
         }
     }
 
     static void verify(MemorySegment s, long size, int seed) {
         assertEquals(size, s.byteSize(), "size");
         for (long i = 0; i < size; i++) {
-            byte expect = (byte) (i * 31 + seed);
+            byte expect = at(i, seed);
             byte got = s.get(ValueLayout.JAVA_BYTE, i);
             if (got != expect) {
                 assertEquals(expect, got, "byte " + i + " of " + size);

@@ -69,10 +69,10 @@ class FailureTest {
                     assertInstanceOf(ConnectionResetException.class, t, "got " + t);
                     assertTrue(t.getMessage().contains("UCS_ERR_"), t.getMessage());
                 }
-                // the survivor still serves: a fresh peer gets an echo through a new listener
+                // the survivor still serves: a fresh peer connects to it and gets every size echoed, content checked
                 try (Listener echo = ucx.listen(0, PeerMain::echo); Peer p2 = Peer.start(env, List.of(),
-                        "connect-echo", "0")) {
-                    p2.process.destroy();
+                        "connect-echo-sizes", "127.0.0.1", String.valueOf(echo.port()))) {
+                    assertEquals("0 1 8 1024 65536 1048576 16777216", p2.await("ECHOED"));
                 }
                 try (Peer p3 = Peer.start(env, List.of(), "serve-echo");
                         Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p3.await("PORT")))) {
@@ -145,8 +145,11 @@ class FailureTest {
             port = s.getLocalPort();
         }
         try (Ucx ucx = Ucx.open()) {
+            long start = System.nanoTime();
             UcxException e = assertThrows(UcxException.class,
                     () -> ucx.connect("127.0.0.1", port, Duration.ofSeconds(5)));
+            long tookMs = (System.nanoTime() - start) / 1_000_000;
+            assertTrue(tookMs < 8_000, "a 5 s connect ended after " + tookMs + " ms"); // the bound, with slack
             assertTrue(e instanceof UnreachableException || e instanceof ConnectionResetException
                     || e instanceof UcxTimeoutException, "got " + e);
             assertTrue(e.getMessage().contains("UCS_ERR_"), e.getMessage());

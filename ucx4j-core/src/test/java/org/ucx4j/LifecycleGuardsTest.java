@@ -42,6 +42,24 @@ class LifecycleGuardsTest {
     }
 
     @Test
+    void aCloseThatCannotReachTheWorkerKeepsItsWholeBound() throws Exception {
+        CallerModeTest.withCallerClient((a, client, server) -> {
+            // another thread closes the caller-mode endpoint while its owner (this thread) does not progress: neither
+            // the flush nor the release can run, and the close must still return within its one bound, not the
+            // flush's bound and then another second for the release
+            long start = System.nanoTime();
+            CompletableFuture.runAsync(() -> client.close(Duration.ofMillis(300)), Thread::startVirtualThread)
+                    .get(10, TimeUnit.SECONDS);
+            long tookMs = (System.nanoTime() - start) / 1_000_000;
+            assertTrue(tookMs < 1_000, "close(300 ms) took " + tookMs + " ms");
+            assertFalse(client.isAlive());
+            // the owner's next progress releases it
+            CallerModeTest.drive(a, client.closeFuture());
+            assertTrue(client.isClosed());
+        });
+    }
+
+    @Test
     void closingNeverWakesAWorkerThatIsAlreadyDestroyed() throws Exception {
         // another process: the wake of a destroyed worker reads freed memory and writes to a closed descriptor.
         // There the worker's thread destroys the worker between the closer's stop request and its wake-up call,

@@ -181,7 +181,7 @@ public final class PeerMain {
         try (MemoryRegion region = ucx.allocateMemory(32 << 20)) {
             MemorySegment m = region.segment();
             for (long i = 0; i < m.byteSize(); i++) {
-                m.set(ValueLayout.JAVA_BYTE, i, (byte) (i * 31 + 21));
+                m.set(ValueLayout.JAVA_BYTE, i, Data.at(i, 21));
             }
             ep.sendObject(region.packRemoteKey());
             while (true) {
@@ -189,7 +189,7 @@ public final class PeerMain {
                 long off = q.get(ValueLayout.JAVA_LONG_UNALIGNED, 0), len = q.get(ValueLayout.JAVA_LONG_UNALIGNED, 8);
                 boolean ok = true;
                 for (long i = 0; i < len && ok; i++) {
-                    ok = m.get(ValueLayout.JAVA_BYTE, off + i) == (byte) (i * 31 + 22);
+                    ok = m.get(ValueLayout.JAVA_BYTE, off + i) == Data.at(i, 22);
                 }
                 ep.sendObject(new byte[] {(byte) (ok ? 1 : 0)});
             }

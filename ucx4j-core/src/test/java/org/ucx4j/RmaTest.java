@@ -25,7 +25,7 @@ class RmaTest {
 
     static void fill(MemorySegment m, long from, long size, int seed) {
         for (long i = 0; i < size; i++) {
-            m.set(ValueLayout.JAVA_BYTE, from + i, (byte) (i * 31 + seed));
+            m.set(ValueLayout.JAVA_BYTE, from + i, Data.at(i, seed));
         }
     }
 
@@ -269,7 +269,7 @@ class RmaTest {
                     MemorySegment dst = arena.allocate(Math.max(1, size)).asSlice(0, size);
                     ep.get(dst, key, offset, T);
                     for (long i = 0; i < size; i++) { // the server's pattern 21 is relative to the region start
-                        if (dst.get(ValueLayout.JAVA_BYTE, i) != (byte) ((offset + i) * 31 + 21)) {
+                        if (dst.get(ValueLayout.JAVA_BYTE, i) != Data.at(offset + i, 21)) {
                             throw new AssertionError("byte " + i + " of get " + size + " at " + offset);
                         }
                     }

@@ -13,8 +13,10 @@ import picocli.CommandLine.Option;
 /** {@code ucx4j info}: version, library, transports/devices, effective config; a remedy when UCX is missing. */
 @Command(name = "info", description = "Show the UCX version, library path, transports and effective configuration.")
 final class InfoCommand implements Callable<Integer> {
+    enum Format { text, json }
+
     @Option(names = "--format", defaultValue = "text", description = "text or json")
-    String format;
+    Format format;
 
     @Override
     public Integer call() throws Exception {
@@ -43,7 +45,7 @@ final class InfoCommand implements Callable<Integer> {
     }
 
     private void print(Map<String, Object> out, boolean error) throws Exception {
-        if ("json".equals(format)) {
+        if (format == Format.json) {
             System.out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(out));
             return;
         }

@@ -32,7 +32,8 @@ public final class Main implements Runnable {
 
     /**
      * The command line, where a UCX failure (a configuration UCX refuses, a peer that cannot be reached...) is one
-     * line on stderr and exit status 3, not a stack trace; other exceptions keep theirs.
+     * line on stderr and exit status 3, and an argument a command refuses ({@link IllegalArgumentException}) one
+     * line and status 2, as picocli's own usage errors; other exceptions keep their stack traces.
      */
     static CommandLine commandLine() {
         return new CommandLine(new Main()).setExecutionExceptionHandler((e, cmd, parsed) -> {
@@ -40,6 +41,11 @@ public final class Main implements Runnable {
                 cmd.getErr().println("ucx4j: " + u.getMessage());
                 cmd.getErr().flush();
                 return 3;
+            }
+            if (e instanceof IllegalArgumentException bad) {
+                cmd.getErr().println("ucx4j: " + bad.getMessage());
+                cmd.getErr().flush();
+                return 2;
             }
             throw e;
         });

@@ -27,9 +27,9 @@ final class Plot {
             System.err.println("ucx4j: --plot draws latency and bandwidth; neither was measured");
             return List.of();
         }
+        String ext = extension(file);
         String name = file.getFileName().toString();
         int dot = name.lastIndexOf('.');
-        String ext = dot < 0 ? "png" : name.substring(dot + 1).toLowerCase();
         String base = dot < 0 ? file.toString() : file.toString().substring(0, file.toString().length() - name.length()
                 + dot);
         List<Path> written = new ArrayList<>();
@@ -47,10 +47,19 @@ final class Plot {
         } else if (ext.equals("png")) {
             BitmapEncoder.saveBitmap(new ArrayList<>(charts), 1, charts.size(), base, BitmapEncoder.BitmapFormat.PNG);
             written.add(Path.of(base + ".png"));
-        } else {
-            throw new IllegalArgumentException("--plot needs a .png or .svg file name, got " + file);
         }
         return written;
+    }
+
+    /** {@code png} or {@code svg}, from {@code file}'s name (none: png); refuses anything else before a run. */
+    static String extension(Path file) {
+        String name = file.getFileName().toString();
+        int dot = name.lastIndexOf('.');
+        String ext = dot < 0 ? "png" : name.substring(dot + 1).toLowerCase(java.util.Locale.ROOT);
+        if (!ext.equals("png") && !ext.equals("svg")) {
+            throw new IllegalArgumentException("--plot needs a .png or .svg file name, got " + file);
+        }
+        return ext;
     }
 
     private static XYChart chart(Report r, String mode, String title, String yTitle) {

@@ -59,7 +59,8 @@ final class SendRecvBench implements Callable<Integer> {
     @Option(names = "--window", defaultValue = "32", description = "outstanding sends in bandwidth mode")
     int window;
 
-    @Option(names = "--transport", defaultValue = "auto", description = "auto, shm or tcp")
+    @Option(names = "--transport", defaultValue = "auto", description = "auto, shm (UCX_TLS=shm,tcp: ucx_perftest "
+            + "with peer error handling needs a TCP lane beside shared memory; the lanes used are printed) or tcp")
     String transport;
 
     @Option(names = "--progress", defaultValue = "caller", description = "caller (the measuring thread drives the "
@@ -80,7 +81,11 @@ final class SendRecvBench implements Callable<Integer> {
         return tls == null ? o : o.with("TLS", tls);
     }
 
-    /** {@code --transport}: the UCX_TLS it stands for (null: UCX's choice). */
+    /**
+     * {@code --transport}: the UCX_TLS it stands for (null: UCX's choice). {@code shm} keeps TCP in the list:
+     * {@code ucx_perftest -e} finds shared-memory-only peers unreachable on UCX 1.13 (no lane for its keepalive);
+     * ucx4j's endpoints still take shared memory, as their printed lanes show.
+     */
     static String tls(String transport) {
         return switch (transport) {
             case "auto" -> null;
@@ -90,17 +95,36 @@ final class SendRecvBench implements Callable<Integer> {
         };
     }
 
+    /** The largest {@code --size}: the server's buffers (as {@code bench sweep}'s). */
+    static final long MAX_SIZE = 64L << 20;
+
+    /** Refuses bad arguments before any process or worker is started. */
+    private void check() {
+        if (!"latency".equals(mode) && !"bandwidth".equals(mode)) {
+            throw new IllegalArgumentException("--mode must be latency or bandwidth, got " + mode);
+        }
+        if (!"table".equals(format) && !"json".equals(format)) {
+            throw new IllegalArgumentException("--format must be table or json, got " + format);
+        }
+        if (size < 0 || size > MAX_SIZE) {
+            throw new IllegalArgumentException("--size must be 0 to 64m, got " + size);
+        }
+        if (iters <= 0 || warmup < 0 || window <= 0) {
+            throw new IllegalArgumentException("--iters and --window must be positive and --warmup not negative, got "
+                    + iters + ", " + window + " and " + warmup);
+        }
+        UcxRuns.Api.parse(api);
+        tls(transport);
+        progressMode(progress);
+        SweepBench.peerErrors(errorHandling);
+    }
+
     @Override
     public Integer call() throws Exception {
-        if (!"latency".equals(mode) && !"bandwidth".equals(mode)) {
-            throw new IllegalArgumentException("--mode must be latency or bandwidth");
-        }
+        check();
         if (server) {
             runServer();
             return 0;
-        }
-        if (window <= 0) {
-            throw new IllegalArgumentException("--window must be positive, got " + window);
         }
         if (client != null) {
             int c = client.lastIndexOf(':');
@@ -111,7 +135,13 @@ final class SendRecvBench implements Callable<Integer> {
             if (host.startsWith("[") && host.endsWith("]")) { // [::1]:port
                 host = host.substring(1, host.length() - 1);
             }
-            report(runClient(host, Integer.parseInt(client.substring(c + 1))));
+            int serverPort;
+            try {
+                serverPort = Integer.parseInt(client.substring(c + 1));
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException("--client takes HOST:PORT, got " + client);
+            }
+            report(runClient(host, serverPort));
             return 0;
         }
         // spawn the server as a second process, then run the client here
@@ -176,7 +206,8 @@ final class SendRecvBench implements Callable<Integer> {
         }
     }
 
-    record Result(Measurement m, String lanes) {}
+    /** A run's figures, the lanes it used and its endpoint's per-peer statistics ({@code EndpointStats.summary}). */
+    record Result(Measurement m, String lanes, String peerStats) {}
 
     private Result runClient(String host, int serverPort) throws Exception {
         try (Ucx ucx = Ucx.open(options().withName("bench-client"));
@@ -195,8 +226,9 @@ final class SendRecvBench implements Callable<Integer> {
             Measurement m = latency ? UcxRuns.latency(a, ep, size, iters, 0)
                     : UcxRuns.stream(a, ucx, ep, mode, size, iters, window);
             String lanes = lanes(ep);
+            String stats = ep.stats().summary();
             UcxRuns.quit(ep);
-            return new Result(m, lanes);
+            return new Result(m, lanes, stats);
         }
     }
 
@@ -228,6 +260,9 @@ final class SendRecvBench implements Callable<Integer> {
             m.put("progress", progress);
             m.put("error_handling", errorHandling);
             m.put("lanes", res.lanes());
+            if (!"latency".equals(mode)) {
+                m.put("peer_stats", res.peerStats());
+            }
             System.out.println(new ObjectMapper().writeValueAsString(m));
             return;
         }
@@ -236,5 +271,10 @@ final class SendRecvBench implements Callable<Integer> {
         System.out.printf("%10s %10s %10s %10s %10s %12s%n", "size", "iters", "p50 us", "p99 us", "mean us", "MB/s");
         System.out.printf("%10d %10d %10.3f %10.3f %10.3f %12.1f%n", r.size(), r.iters(), r.p50Us(), r.p99Us(),
                 r.meanUs(), r.mbps());
+        if (!"latency".equals(mode)) {
+            System.out.println();
+            System.out.println("per-peer bandwidth of transfers >= 1 MB (Endpoint.stats(): 25% 50% 75% (total bytes))");
+            System.out.println("(bench-client,bench-server) | " + res.peerStats());
+        }
     }
 }

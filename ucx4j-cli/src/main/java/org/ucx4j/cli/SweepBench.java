@@ -57,8 +57,9 @@ final class SweepBench implements Callable<Integer> {
     int window;
 
     @Option(names = "--transport", defaultValue = "auto",
-            description = "UCX transports for both UCX stacks: auto (UCX's choice: shared memory here), shm, or tcp "
-                    + "(what peers on other hosts without RDMA use)")
+            description = "UCX transports for both UCX stacks: auto (UCX's choice: shared memory here), shm "
+                    + "(shm,tcp: ucx_perftest -e needs a TCP lane beside it), or tcp (what peers on other hosts "
+                    + "without RDMA use)")
     String transport;
 
     @Option(names = "--error-handling", defaultValue = "peer",
@@ -91,6 +92,9 @@ final class SweepBench implements Callable<Integer> {
         }
         if (new java.util.HashSet<>(stacks).size() != stacks.size()) {
             throw new IllegalArgumentException("--stacks names a stack twice: " + stacks);
+        }
+        if (plot != null) {
+            Plot.extension(plot); // refused now, not after the run
         }
         long[] sz = Measurement.parseSizes(sizes);
         for (long s : sz) {

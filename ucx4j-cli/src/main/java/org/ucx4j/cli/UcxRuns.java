@@ -26,7 +26,11 @@ final class UcxRuns {
         TAG, AM, STREAM, RMA;
 
         static Api parse(String s) {
-            return valueOf(s.trim().toUpperCase(java.util.Locale.ROOT));
+            try {
+                return valueOf(s.trim().toUpperCase(java.util.Locale.ROOT));
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("--api must be tag, am, stream or rma, got " + s);
+            }
         }
     }
 

@@ -55,6 +55,44 @@ class InfoCommandTest {
         assertFalse(out.contains("\tat "), "no stack trace: " + out);
     }
 
+    /** Without UCX (its install dir pointed elsewhere) {@code info} gives the remedy, status 2, no stack trace. */
+    @Test
+    void withoutUcxInfoGivesTheRemedyNotAStackTrace() throws Exception {
+        for (String format : new String[] {"text", "json"}) {
+            ProcessBuilder pb = new ProcessBuilder(Main.selfCommand("info", "--format", format))
+                    .redirectErrorStream(true);
+            pb.environment().put("UCX4J_UCX_HOME", "/nonexistent/ucx");
+            Process p = pb.start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertTrue(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS));
+            assertEquals(2, p.exitValue(), out);
+            assertTrue(out.contains("/nonexistent/ucx") && out.contains("UCX4J_UCX_HOME"), out);
+            assertFalse(out.contains("\tat "), "no stack trace: " + out);
+            if (format.equals("json")) {
+                JsonNode info = new ObjectMapper().readTree(out.substring(out.indexOf('{')));
+                assertFalse(info.get("available").asBoolean(), out);
+                assertTrue(info.get("remedy").asText().contains("/nonexistent/ucx"), out);
+            } else {
+                assertTrue(out.contains("ucx4j: UCX is not available: "), out);
+            }
+        }
+    }
+
+    @Test
+    void anUnknownFormatIsRefusedInOneLine() {
+        PrintStream was = System.err;
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+        try {
+            assertEquals(2, new CommandLine(new InfoCommand()).execute("--format", "yaml"));
+        } finally {
+            System.setErr(was);
+        }
+        String text = err.toString(StandardCharsets.UTF_8);
+        assertTrue(text.contains("Invalid value for option '--format'") && text.contains("yaml"), text);
+        assertFalse(text.contains("\tat "), text);
+    }
+
     @Test
     void textNamesEachTransportUnderItsHeading() {
         String text = run();

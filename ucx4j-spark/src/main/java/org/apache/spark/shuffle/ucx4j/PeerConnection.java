@@ -25,8 +25,8 @@ import org.ucx4j.UcxTimeoutException;
 /**
  * One reducer-side connection to one executor's block server, shared by all tasks of this executor. Requests are
  * pipelined; a virtual thread receives the answers and hands each block to its request's listener as it lands.
- * When the connection fails (the peer died: UCX reports it within seconds) or a request sees no data for
- * {@code spark.network.timeout}, every block still outstanding is failed: the client asks again on a new connection
+ * When the connection fails (the peer died: UCX reports it within seconds) or a request sees no data, and the
+ * connection none either, for {@code spark.network.timeout}, every block still outstanding is failed: the client asks again on a new connection
  * ({@link UcxBlockClient}), and once its retries are spent Spark turns the failure into a
  * {@code FetchFailedException} and a map-stage retry. Blocks Spark wants on disk (it passes a
  * {@link DownloadFileManager} for requests above {@code spark.network.maxRemoteBlockSizeFetchToMem}) arrive in parts
@@ -47,6 +47,8 @@ final class PeerConnection {
     private volatile boolean closing;
     /** Takes no new requests; closes once the ones in flight are answered. */
     private volatile boolean retiring;
+    /** When the last message came on this connection (nanoTime): a request waits quietly while others are served. */
+    private volatile long lastTraffic = System.nanoTime();
 
     PeerConnection(UcxDriverEndpoint.Address peer, Endpoint ep, Duration timeout, TransportConf transportConf,
             Consumer<PeerConnection> onUnusable) {
@@ -136,14 +138,16 @@ final class PeerConnection {
                 } catch (UcxTimeoutException tick) {
                     m = null;
                 } catch (MessageDroppedException dropped) {
+                    lastTraffic = System.nanoTime();
                     lost(dropped); // one block this side could not take (no memory): it fails alone
                     m = null;
                 }
                 if (m != null) {
+                    lastTraffic = System.nanoTime();
                     deliver(m);
                 }
                 closeIfRetiredAndIdle();
-                // every tick, busy or not: answers to other requests must not hide one that stalled
+                // every tick, busy or not (the loop may never time out while answers come)
                 long now = System.nanoTime();
                 if (now - nextCheck >= 0) {
                     expireStalled();
@@ -256,11 +260,16 @@ final class PeerConnection {
     }
 
     /**
-     * Fails every request without data for {@code spark.network.timeout}, and retires the connection, so that the
-     * retries go to a new one (as Netty closes a channel that stays quiet with requests outstanding).
+     * Fails every request that got no data for {@code spark.network.timeout} while the connection got none either,
+     * and retires the connection, so that the retries go to a new one (as Netty closes a channel that stays quiet
+     * with requests outstanding). A request waiting behind others is not stalled while their data comes: the
+     * server answers a connection's requests one after another, and a long to-disk stream can hold later ones up.
      */
     private void expireStalled() {
         long now = System.nanoTime();
+        if (now - lastTraffic <= timeoutNanos) {
+            return;
+        }
         boolean stalled = false;
         for (Map.Entry<Long, Pending> e : pending.entrySet()) {
             if (now - e.getValue().lastActivity > timeoutNanos) {

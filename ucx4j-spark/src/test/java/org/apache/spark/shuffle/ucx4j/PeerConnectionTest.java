@@ -199,6 +199,56 @@ class PeerConnectionTest {
         }
     }
 
+    /**
+     * A block server answers one request at a time on a connection: a request waiting behind another whose blocks
+     * are still arriving is not stalled, however long it waits (the timeout is for a quiet connection, as Netty's).
+     */
+    @Test
+    void aRequestQueuedBehindOneStillArrivingDoesNotTimeOut() throws Exception {
+        try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = server.listen(0, accepted::complete)) {
+                Endpoint ep = reducer.connect("127.0.0.1", l.port());
+                Endpoint serverSide = accepted.get(10, TimeUnit.SECONDS);
+                PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
+                        Duration.ofSeconds(2), null, x -> {});
+                int n = 8;
+                String[] first = new String[n];
+                for (int i = 0; i < n; i++) {
+                    first[i] = "a" + i;
+                }
+                Map<String, Object> outcome = new ConcurrentHashMap<>();
+                BlockFetchingListener listener = new BlockFetchingListener() {
+                    @Override
+                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
+                        outcome.put(blockId, data.size());
+                    }
+
+                    @Override
+                    public void onBlockFetchFailure(String blockId, Throwable e) {
+                        outcome.put(blockId, e);
+                    }
+                };
+                assertTrue(c.fetch(21, first, listener, null));
+                assertTrue(c.fetch(22, new String[] {"b"}, listener, null));
+                serverSide.amRecv(Duration.ofSeconds(10)).close(); // both requests
+                serverSide.amRecv(Duration.ofSeconds(10)).close();
+                // the first request's blocks come one every 500 ms: 4 s, twice the timeout, before the second's
+                for (int i = 0; i < n; i++) {
+                    Thread.sleep(500);
+                    serverSide.amSend(Wire.header(Wire.BLOCK, 21, i), new byte[] {(byte) i});
+                }
+                serverSide.amSend(Wire.header(Wire.BLOCK, 22, 0), new byte[] {42, 43});
+                Data.eventually(() -> outcome.size() == n + 1);
+                for (String id : first) {
+                    assertEquals(1L, outcome.get(id), id + ": " + outcome.get(id));
+                }
+                assertEquals(2L, outcome.get("b"), "the waiting request's block: " + outcome.get("b"));
+                assertTrue(c.isUsable(), "the connection was not retired");
+            }
+        }
+    }
+
     /** A listener that completes {@code outcome} with the first block's failure, or null for a success. */
     private static BlockFetchingListener firstOutcome(CompletableFuture<Throwable> outcome) {
         return new BlockFetchingListener() {

@@ -1,0 +1,106 @@
+package org.ucx4j.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import picocli.CommandLine;
+
+/**
+ * {@code ucx4j bench send-recv}: its JSON (the fields the README promises), the per-peer figures after a bandwidth
+ * run, bad arguments refused in one line before anything starts, and ucx_perftest's output read in 10^6-byte MB.
+ */
+@org.junit.jupiter.api.Timeout(300)
+class SendRecvCommandTest {
+    /** Runs the command in this JVM; returns {exit status, stderr}. */
+    private static Object[] runHere(String... args) {
+        StringWriter err = new StringWriter();
+        CommandLine cl = Main.commandLine();
+        cl.setErr(new PrintWriter(err, true));
+        int status = cl.execute(args);
+        return new Object[] {status, err.toString()};
+    }
+
+    @Test
+    void badArgumentsAreRefusedInOneLineBeforeAnythingStarts() {
+        String[][] cases = {
+            {"--api", "foo", "--api must be tag, am, stream or rma, got foo"},
+            {"--size", "128m", "--size must be 0 to 64m"},
+            {"--iters", "0", "--iters and --window must be positive"},
+            {"--warmup", "-1", "--warmup not negative"},
+            {"--mode", "fast", "--mode must be latency or bandwidth, got fast"},
+            {"--format", "yaml", "--format must be table or json, got yaml"},
+            {"--transport", "rdma", "--transport must be auto, shm or tcp"},
+            {"--progress", "spin", "--progress: caller, thread, backoff, blocking or polling, not spin"},
+            {"--error-handling", "some", "--error-handling must be peer or none, got some"},
+            {"--client", "localhost:abc", "--client takes HOST:PORT, got localhost:abc"},
+        };
+        for (String[] c : cases) {
+            Object[] r = runHere("bench", "send-recv", c[0], c[1]);
+            String err = (String) r[1];
+            assertEquals(2, r[0], c[0] + " " + c[1] + ": " + err);
+            assertTrue(err.startsWith("ucx4j: ") && err.contains(c[2]), c[0] + " " + c[1] + ": " + err);
+            assertEquals(1, err.strip().lines().count(), "one line, no stack trace: " + err);
+        }
+        Object[] plot = runHere("bench", "sweep", "--plot", "out.pdf", "--sizes", "8");
+        assertEquals(2, plot[0], (String) plot[1]);
+        assertTrue(((String) plot[1]).contains("--plot needs a .png or .svg file name"), (String) plot[1]);
+    }
+
+    private static JsonNode runJson(String... args) throws Exception {
+        ProcessBuilder pb = new ProcessBuilder(Main.selfCommand(args)).redirectError(ProcessBuilder.Redirect.INHERIT);
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), "ended");
+        assertEquals(0, p.exitValue(), out);
+        String json = out.lines().filter(l -> l.startsWith("{")).reduce((a, b) -> b).orElseThrow(
+                () -> new AssertionError("no JSON line in: " + out));
+        return new ObjectMapper().readTree(json);
+    }
+
+    @Test
+    void latencyAndBandwidthRunsReportTheirFiguresAsJson() throws Exception {
+        JsonNode lat = runJson("bench", "send-recv", "--size", "8", "--iters", "2000", "--warmup", "0", "--format",
+                "json");
+        assertEquals("latency", lat.get("mode").asText());
+        assertEquals(8, lat.get("size").asLong());
+        assertEquals(2000, lat.get("iters").asLong());
+        double p50 = lat.get("p50_us").asDouble(), p99 = lat.get("p99_us").asDouble();
+        assertTrue(p50 > 0 && p99 >= p50, lat.toString());
+        assertTrue(lat.get("mean_us").asDouble() > 0 && lat.get("mbps").asDouble() > 0, lat.toString());
+        assertFalse(lat.get("lanes").asText().isEmpty(), lat.toString());
+
+        JsonNode bw = runJson("bench", "send-recv", "--mode", "bandwidth", "--size", "1m", "--iters", "64",
+                "--warmup", "0", "--format", "json");
+        assertEquals("bandwidth", bw.get("mode").asText());
+        assertEquals(1 << 20, bw.get("size").asLong());
+        assertTrue(bw.get("mbps").asDouble() > 0, bw.toString());
+        // 64 sends of 1 MiB: the endpoint's per-peer figures count them (transfers >= 1 MB)
+        String stats = bw.get("peer_stats").asText();
+        assertTrue(stats.matches("\\d+ MB/s \\d+ MB/s \\d+ MB/s \\(\\d+ bytes\\)"), stats);
+    }
+
+    @Test
+    void perftestFiguresAreReadInMegabytesOfAMillionBytes() {
+        // ucx_perftest 1.13's final line: iterations, 50th percentile, average and overall latency (us), average and
+        // overall bandwidth (MB/s of 2^20 bytes), average and overall message rate
+        String line = "Final:                  2000      3.109     3.152     3.152    19825.60   19825.60      317210"
+                + "      317210";
+        Measurement bw = PerftestRuns.parse(line, Measurement.BANDWIDTH, 65536);
+        assertEquals(2000, bw.iters());
+        assertEquals(19825.60 * 1.048576, bw.mbps(), 1e-6);
+        assertEquals(3.152, bw.meanUs(), 1e-9);
+        assertTrue(Double.isNaN(bw.p50Us()));
+        Measurement lat = PerftestRuns.parse("Final: 2000 0.456 0.466 0.466 16.36 16.36 2143779 2143779",
+                Measurement.LATENCY, 8);
+        assertEquals(0.456, lat.p50Us(), 1e-9);
+        assertEquals(0.466, lat.meanUs(), 1e-9);
+    }
+}
