@@ -136,7 +136,69 @@ public final class PeerMain {
                     Thread.sleep(Duration.ofMinutes(10));
                 }
             }
+            case "serve-stream-echo" -> { // each connection: 8-byte length, then that many bytes; both echoed
+                try (Ucx ucx = Ucx.open(opts); Listener l = ucx.listen(0, PeerMain::streamEcho)) {
+                    System.out.println("PORT " + l.port());
+                    System.out.flush();
+                    Thread.sleep(Duration.ofMinutes(10));
+                }
+            }
+            case "serve-secret-echo" -> { // SECRET: tag echo (as serve-echo) for peers that prove the secret
+                byte[] secret = args[1].getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                try (Ucx ucx = Ucx.open(opts.withSecret(secret)); Listener l = ucx.listen(0, PeerMain::echo)) {
+                    System.out.println("PORT " + l.port());
+                    System.out.flush();
+                    Thread.sleep(Duration.ofMinutes(10));
+                }
+            }
+            case "serve-address-echo" -> addressEcho(opts);
             default -> throw new IllegalArgumentException(mode);
+        }
+    }
+
+    /** Stream echo: reads an 8-byte length and that many bytes (exactly), sends both back; until the peer goes. */
+    static void streamEcho(Endpoint ep) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment header = arena.allocate(8);
+            while (true) {
+                ep.streamRecv(header);
+                long size = header.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+                ep.streamSend(header);
+                if (size > 0) {
+                    try (Arena a = Arena.ofConfined()) {
+                        MemorySegment payload = a.allocate(size);
+                        ep.streamRecv(payload);
+                        ep.streamSend(payload);
+                    }
+                }
+            }
+        } catch (UcxException e) {
+            // peer went away: done
+        }
+    }
+
+    /**
+     * Raw worker-address peer (no listener, no handshake): prints its address, takes the client's address as a
+     * worker-level tag-100 message, connects back to it, then echoes: an 8-byte length (tag 1) and that many bytes
+     * (tag 2), received at worker level, sent back with tag 2; until the client's address comes again or 10 min.
+     */
+    private static void addressEcho(UcxOptions opts) throws Exception {
+        try (Ucx ucx = Ucx.open(opts); Arena arena = Arena.ofShared()) {
+            System.out.println("ADDRESS " + ucx.workerAddress().toHex());
+            System.out.flush();
+            MemorySegment addr = arena.allocate(1 << 16);
+            TagMessage a = ucx.recvTagged(addr, 100, -1L, Duration.ofSeconds(60));
+            try (Endpoint back = ucx.connect(WorkerAddress.of(addr.asSlice(0, a.length()).toArray(
+                    ValueLayout.JAVA_BYTE)))) {
+                MemorySegment header = arena.allocate(8);
+                MemorySegment payload = arena.allocate(32 << 20);
+                while (true) {
+                    ucx.recvTagged(header, 1, -1L, Duration.ofMinutes(10));
+                    long size = header.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+                    TagMessage m = ucx.recvTagged(payload.asSlice(0, size), 2, -1L, Duration.ofSeconds(60));
+                    back.send(payload.asSlice(0, m.length()), 2, Duration.ofSeconds(60));
+                }
+            }
         }
     }
 

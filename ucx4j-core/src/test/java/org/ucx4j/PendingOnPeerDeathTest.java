@@ -1,0 +1,107 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Operations this side started, still in flight when the peer process dies, fail with a typed exception within 5 s:
+ * the peer is stopped (SIGSTOP) first, so that they are certainly pending, then killed (SIGKILL). Tag, stream and
+ * active-message sends too large to finish without the peer, on shared memory; RMA gets on TCP (on shared memory
+ * a get from the peer's UCX-allocated memory is a copy that needs no peer at all). Pending receives: FailureTest.
+ */
+@org.junit.jupiter.api.Timeout(180)
+class PendingOnPeerDeathTest {
+    static final Duration T = Duration.ofSeconds(20);
+
+    private static void signal(Peer p, String sig) throws Exception {
+        Process k = new ProcessBuilder("kill", "-" + sig, String.valueOf(p.process.pid())).inheritIO().start();
+        assertTrue(k.waitFor(10, TimeUnit.SECONDS) && k.exitValue() == 0, "kill -" + sig);
+    }
+
+    private static Map<String, String> env(String transport) {
+        return transport.equals("tcp") ? Map.of("UCX_TLS", "tcp") : Map.of();
+    }
+
+    private static UcxOptions options(String transport) {
+        return transport.equals("tcp") ? UcxOptions.defaults().with("TLS", "tcp") : UcxOptions.defaults();
+    }
+
+    /**
+     * Kills the stopped peer and checks that every operation not done by then fails with
+     * {@link ConnectionResetException} (UCX's status name in the message) within 5 s; at least one of each kind
+     * must have been pending.
+     */
+    private static void killAndCheck(Peer p, Map<String, List<CompletableFuture<Long>>> ops) throws Exception {
+        Thread.sleep(300); // whatever can finish without the peer does
+        Map<String, List<CompletableFuture<Long>>> pending = new java.util.LinkedHashMap<>();
+        ops.forEach((kind, fs) -> pending.put(kind, fs.stream().filter(f -> !f.isDone()).toList()));
+        pending.forEach((kind, fs) -> assertTrue(!fs.isEmpty(), kind + ": none pending with the peer stopped"));
+        long killedAt = System.nanoTime();
+        p.kill();
+        for (var e : pending.entrySet()) {
+            for (CompletableFuture<Long> f : e.getValue()) {
+                long left = Math.max(1, TimeUnit.SECONDS.toNanos(5) - (System.nanoTime() - killedAt));
+                ExecutionException x = org.junit.jupiter.api.Assertions.assertThrows(ExecutionException.class,
+                        () -> f.get(left, TimeUnit.NANOSECONDS), e.getKey() + " completed after the peer died");
+                assertInstanceOf(ConnectionResetException.class, x.getCause(), e.getKey() + ": " + x.getCause());
+                assertTrue(x.getCause().getMessage().contains("UCS_ERR_"), x.getCause().getMessage());
+            }
+        }
+    }
+
+    /**
+     * On shared memory only: over TCP, a peer that dies while this side still has bytes to write to it can crash
+     * UCX's TCP transport (docs/internals.md, "UCX TCP transport crash"; no binding can guard against it), and CI's
+     * TCP pass must not gamble on it.
+     */
+    @org.junit.jupiter.api.Test
+    void pendingSendsOfEveryKindFailTypedWhenTheStoppedPeerIsKilled() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "shared memory only (UCX_TLS is set)");
+        String transport = "shm";
+        try (Peer p = Peer.start(env(transport), List.of(), "serve-am-echo"); Ucx ucx = Ucx.open(options(transport));
+                Arena arena = Arena.ofShared()) {
+            Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
+            ep.amSend(new byte[] {1}, new byte[] {2}, T); // the connection works both ways first
+            ep.amRecv(T).close();
+            signal(p, "STOP");
+            MemorySegment big = Data.pattern(arena, 8 << 20, 1);
+            Map<String, List<CompletableFuture<Long>>> ops = new java.util.LinkedHashMap<>();
+            for (int i = 0; i < 4; i++) {
+                ops.computeIfAbsent("tag send", k -> new ArrayList<>()).add(ep.sendAsync(big, 5));
+                ops.computeIfAbsent("stream send", k -> new ArrayList<>()).add(ep.streamSendAsync(big));
+                ops.computeIfAbsent("active message", k -> new ArrayList<>())
+                        .add(ep.amSendAsync(MemorySegment.ofArray(new byte[] {(byte) i}), big));
+            }
+            killAndCheck(p, ops);
+        }
+    }
+
+    @org.junit.jupiter.api.Test
+    void pendingGetsFailTypedWhenTheStoppedPeerIsKilled() throws Exception {
+        try (Peer p = Peer.start(env("tcp"), List.of(), "serve-rma"); Ucx ucx = Ucx.open(options("tcp"));
+                Arena arena = Arena.ofShared()) {
+            Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
+            RemoteKey key = ep.unpackRemoteKey(ep.recvObject(T));
+            MemorySegment dst = arena.allocate(1 << 20);
+            ep.get(dst, key, 0, T); // gets work first
+            Data.verify(dst, 1 << 20, 21);
+            signal(p, "STOP");
+            List<CompletableFuture<Long>> gets = new ArrayList<>();
+            for (int i = 0; i < 8; i++) {
+                gets.add(ep.getAsync(dst, key, (long) i << 20));
+            }
+            killAndCheck(p, Map.of("get", gets));
+        }
+    }
+}
