@@ -637,6 +637,13 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
+    /** {@link #sendObjectAsync(byte[])} from native memory, which must stay untouched until the future completes. */
+    public CompletableFuture<Long> sendObjectAsync(MemorySegment object) {
+        Op op = objectOp(Objects.requireNonNull(object, "object"), false);
+        engine.submit(op);
+        return op;
+    }
+
     public void sendObject(byte[] object) {
         engine.await(submitted(objectOp(MemorySegment.ofArray(Objects.requireNonNull(object, "object")), true)), -1);
     }

@@ -343,13 +343,19 @@ public final class Ucx implements AutoCloseable {
      * transport errors), not by a control socket.
      */
     public Endpoint connect(WorkerAddress address) {
+        return connect(address, options.connectTimeout());
+    }
+
+    /** {@link #connect(WorkerAddress)} within {@code timeout} instead of the options' connect timeout. */
+    public Endpoint connect(WorkerAddress address, Duration timeout) {
+        long t = Buffers.nanos(timeout);
         checkOpen();
         Objects.requireNonNull(address, "address");
         engine.checkMayBlock("connect");
         SafeFuture<EndpointCore> f = engine.attachRaw(address.raw());
         EndpointCore c;
         try {
-            c = join(f, "connect to " + address, options.connectTimeout().toNanos());
+            c = join(f, "connect to " + address, t);
         } catch (UcxTimeoutException | CanceledException e) { // the endpoint may still come: never left open
             f.whenComplete((late, x) -> {
                 if (late != null) {
@@ -365,6 +371,24 @@ public final class Ucx implements AutoCloseable {
             throw UcxException.of(Status.ERR_UNSUPPORTED, "connect to " + address + ": " + hazard);
         }
         return ep;
+    }
+
+    /**
+     * {@link #connect(WorkerAddress)} without blocking the caller: it runs on a virtual thread of its own, and the
+     * future fails as that call would (arguments are checked at once).
+     */
+    public CompletableFuture<Endpoint> connectAsync(WorkerAddress address) {
+        checkOpen();
+        Objects.requireNonNull(address, "address");
+        CompletableFuture<Endpoint> f = new CompletableFuture<>();
+        Thread.ofVirtual().name("ucx4j-connect-raw").start(() -> {
+            try {
+                f.complete(connect(address));
+            } catch (Throwable e) {
+                f.completeExceptionally(e);
+            }
+        });
+        return f;
     }
 
     /**
@@ -523,6 +547,18 @@ public final class Ucx implements AutoCloseable {
         return op;
     }
 
+    /** Waits until every operation issued on this worker before it has completed remotely. */
+    public void flush() {
+        checkOpen();
+        org.ucx4j.internal.engine.Op op = engine.rmaFlush(null, true);
+        engine.submit(op);
+        engine.await(op, -1);
+    }
+
+    /**
+     * {@link #flush()} for at most {@code timeout}: past it a {@link UcxTimeoutException}, and the flush completes in
+     * the background.
+     */
     public void flush(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkOpen();

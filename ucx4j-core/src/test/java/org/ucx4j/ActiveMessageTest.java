@@ -557,13 +557,25 @@ class ActiveMessageTest {
             many.set(ValueLayout.JAVA_INT_UNALIGNED, 0, 1 << 20);
             // a truncated header
             MemorySegment truncated = MemorySegment.ofArray(new byte[2]);
+            // a well-formed header of 257 empty frames, one over the default cap (256): refused by the cap alone
+            MemorySegment overCap = MemorySegment.ofArray(new byte[4 + 257 * AmWire.FRAME_ENTRY]);
+            overCap.set(ValueLayout.JAVA_INT_UNALIGNED, 0, 257);
             long before = alloc.allocations.get();
-            for (MemorySegment h : List.of(huge, many, truncated)) {
-                client.sendForged(AmWire.FRAMES, h, MemorySegment.ofArray(new byte[16])).get(10, TimeUnit.SECONDS);
+            Map<MemorySegment, String> reasons = new java.util.LinkedHashMap<>();
+            reasons.put(huge, "claims 1099511627776 bytes for frame 0, cap is 2147483648 bytes in all");
+            reasons.put(many, "claims 1048576 frames, cap is 256");
+            reasons.put(truncated, "frame header truncated (2 bytes)");
+            reasons.put(overCap, "claims 257 frames, cap is 256");
+            for (var r : reasons.entrySet()) {
+                MemorySegment h = r.getKey();
+                long payload = h == overCap ? 0 : 16;
+                client.sendForged(AmWire.FRAMES, h, MemorySegment.ofArray(new byte[(int) payload]))
+                        .get(10, TimeUnit.SECONDS);
                 ExecutionException e = assertThrows(ExecutionException.class,
                         () -> server.recvFramesAsync().get(10, TimeUnit.SECONDS));
                 assertInstanceOf(MessageRefusedException.class, e.getCause());
                 assertTrue(e.getCause().getMessage().contains("UCS_ERR_EXCEEDS_LIMIT"), e.getCause().getMessage());
+                assertTrue(e.getCause().getMessage().contains(r.getValue()), e.getCause().getMessage());
             }
             assertEquals(before, alloc.allocations.get(), "a refused header allocates nothing");
             // an object header that lies about its size

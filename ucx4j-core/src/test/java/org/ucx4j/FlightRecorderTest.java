@@ -41,10 +41,16 @@ class FlightRecorderTest {
                     try (MemoryRegion region = b.allocateMemory(1 << 20)) {
                         RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
                         client.get(arena.allocate(1 << 20), key, 0, Duration.ofSeconds(10));
+                        client.put(Data.pattern(arena, 65536, 2), key, 4096, Duration.ofSeconds(10));
+                        client.flush(Duration.ofSeconds(10));
                         key.close();
                     }
                     client.amSend(new byte[1], new byte[100]);
                     server.amRecv(Duration.ofSeconds(10)).close();
+                    client.streamSend(new byte[777]);
+                    server.streamRecv(new byte[777], Duration.ofSeconds(10));
+                    client.sendFrames(List.of(MemorySegment.ofArray(new byte[300])));
+                    server.recvFrames(Duration.ofSeconds(10)).close();
                     client.close();
                 }
             }
@@ -61,8 +67,13 @@ class FlightRecorderTest {
         find(transfers, "recv", 4096);
         RecordedEvent get = find(transfers, "get", 1 << 20);
         assertTrue(!get.getDuration().isNegative());
+        find(transfers, "put", 65536);
         find(transfers, "active message send", 100);
         find(transfers, "active message receive", 100);
+        find(transfers, "stream send", 777);
+        find(transfers, "stream recv", 777);
+        find(transfers, "frames send", 300);
+        find(transfers, "frames receive", 300);
         List<String> connects = events.stream().filter(e -> e.getEventType().getName().equals("org.ucx4j.Connect"))
                 .map(e -> e.getString("direction") + ":" + e.getString("outcome")).collect(Collectors.toList());
         assertTrue(connects.contains("connect:OK") && connects.contains("accept:OK"), connects.toString());

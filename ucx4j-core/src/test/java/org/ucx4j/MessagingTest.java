@@ -67,8 +67,8 @@ class MessagingTest {
         try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Arena arena = Arena.ofShared()) {
             WorkerAddress addrB = WorkerAddress.fromHex(b.workerAddress().toHex());
             assertEquals(b.workerAddress(), addrB);
-            Endpoint ab = a.connect(addrB);
-            Endpoint ba = b.connect(a.workerAddress());
+            Endpoint ab = a.connect(addrB, Duration.ofSeconds(5));
+            Endpoint ba = b.connectAsync(a.workerAddress()).get(10, TimeUnit.SECONDS);
             for (long size : new long[] {0, 8, 1 << 20}) {
                 MemorySegment in = arena.allocate(Math.max(1, size)).asSlice(0, size);
                 CompletableFuture<Long> r = ba.recvAsync(in, 5);
@@ -81,9 +81,11 @@ class MessagingTest {
             ba.send(new byte[] {7, 9}, 6);
             assertEquals(2, r.get(10, TimeUnit.SECONDS));
             assertArrayEquals(new byte[] {7, 9}, back);
+            a.flush(); // the worker's untimed flush
             ab.close();
             ba.close();
             assertThrows(IllegalArgumentException.class, () -> WorkerAddress.of(new byte[0]));
+            assertThrows(NullPointerException.class, () -> a.connectAsync(null));
         }
     }
 
@@ -396,6 +398,20 @@ class MessagingTest {
             Exception e = assertThrows(Exception.class, () -> peerSide.get(10, TimeUnit.SECONDS));
             assertInstanceOf(ConnectionResetException.class, e.getCause());
             assertThrows(IllegalArgumentException.class, () -> client.closeAfterReceives(-1));
+        });
+    }
+
+    @Test
+    void anObjectFromNativeMemoryIsSentWithoutBlocking() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                for (long size : new long[] {0, 3000, 16 << 20}) {
+                    CompletableFuture<Long> sent = client.sendObjectAsync(Data.pattern(arena, size, 4));
+                    MemorySegment got = MemorySegment.ofArray(server.recvObject(T));
+                    assertEquals(size, sent.get(10, TimeUnit.SECONDS));
+                    Data.verify(got, size, 4);
+                }
+            }
         });
     }
 

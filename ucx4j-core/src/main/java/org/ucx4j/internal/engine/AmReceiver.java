@@ -111,7 +111,7 @@ final class AmReceiver {
             // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
             Op op = new Op(engine);
             op.kind = Op.AM_DATA;
-            op.what = "active message receive";
+            op.what = AmWire.receiveName(kind);
             op.ep = ep;
             op.inbox = inbox;
             op.address = data;
@@ -149,7 +149,7 @@ final class AmReceiver {
         if (Jfr.AVAILABLE && Jfr.transfers) {
             Jfr.TransferEvent ev = Jfr.begin();
             if (ev != null) {
-                Jfr.end(ev, "active message receive", m.payload.byteSize(), 0, ep, "OK");
+                Jfr.end(ev, AmWire.receiveName(m.kind), m.payload.byteSize(), 0, ep, "OK");
             }
         }
         if (ep != null) {

@@ -126,8 +126,10 @@ public final class AmSend {
             throw e;
         }
         Engine e = ep.engine;
-        return e.amSend(ep, ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J, block, headerLength, buffer, count,
+        Op op = e.amSend(ep, ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J, block, headerLength, buffer, count,
                 iov && n > 0, total, block, blocking);
+        op.what = AmWire.sendName(kind);
+        return op;
     }
 
     private static long align(long v) {

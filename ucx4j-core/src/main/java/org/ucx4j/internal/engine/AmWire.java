@@ -21,6 +21,16 @@ public final class AmWire {
     public static final int ID_UCX4J = 21;
     public static final int PREFIX = 8;
     public static final byte PLAIN = 0, FRAMES = 1, OBJECT = 2;
+
+    /** The operation name of a send of {@code kind} (errors and JFR events). */
+    static String sendName(byte kind) {
+        return kind == FRAMES ? "frames send" : kind == OBJECT ? "object send" : "active message send";
+    }
+
+    /** The operation name of a receive of {@code kind} (errors and JFR events). */
+    static String receiveName(byte kind) {
+        return kind == FRAMES ? "frames receive" : kind == OBJECT ? "object receive" : "active message receive";
+    }
     static final int KINDS = 3;
     public static final int FRAME_ENTRY = 9;
 

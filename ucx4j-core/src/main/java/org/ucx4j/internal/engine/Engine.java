@@ -762,8 +762,7 @@ public final class Engine {
         }
         Op op = new Op(this);
         op.kind = Op.TASK;
-        op.what = kind == AmWire.PLAIN ? "active message receive" : kind == AmWire.FRAMES ? "frames receive"
-                : "object receive";
+        op.what = AmWire.receiveName(kind);
         op.task = () -> takeNow(f, ep, kind);
         op.keepAlive = f; // failed with the op if the worker closes before the task runs (Requests.failNow)
         submit(op);
@@ -862,8 +861,7 @@ public final class Engine {
             return;
         }
         Inbox in = amReceiver.inbox(ep, kind);
-        in.take(f, ep == null ? null : ep.unusable(kind == AmWire.PLAIN ? "active message receive"
-                : kind == AmWire.FRAMES ? "frames receive" : "object receive"));
+        in.take(f, ep == null ? null : ep.unusable(AmWire.receiveName(kind)));
     }
 
     /**
