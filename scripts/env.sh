@@ -27,15 +27,31 @@ ucx4j_ensure_ucx() {
       && command -v ucx_perftest >/dev/null 2>&1; then
     return 0
   fi
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "ucx4j: installing UCX (libucx0 libucx-dev ucx-utils) with apt-get" >&2
-    local apt=(apt-get -o DPkg::Lock::Timeout=300 install -y -q libucx0 libucx-dev ucx-utils)
-    ("${apt[@]}" >/dev/null 2>&1 \
-      || { apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null 2>&1 && "${apt[@]}" >/dev/null; }) \
-      || { echo "ucx4j: apt-get could not install libucx0 libucx-dev ucx-utils" >&2; exit 1; }
+  if ucx4j_apt_install libucx0 libucx-dev ucx-utils; then
     return 0
   fi
   echo "ucx4j: UCX not found: run 'sudo apt-get install libucx0 libucx-dev ucx-utils' (or set UCX4J_UCX_HOME to a UCX >= 1.13 prefix)" >&2
+  exit 1
+}
+
+# Installs Debian packages with apt-get when root (exits with one line if apt-get fails); false when not root.
+ucx4j_apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "ucx4j: installing $* with apt-get" >&2
+    local apt=(apt-get -o DPkg::Lock::Timeout=300 install -y -q "$@")
+    ("${apt[@]}" >/dev/null 2>&1 \
+      || { apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null 2>&1 && "${apt[@]}" >/dev/null; }) \
+      || { echo "ucx4j: apt-get could not install $*" >&2; exit 1; }
+    return 0
+  fi
+  return 1
+}
+
+# The tests compile small C programs against UCX's headers (struct layouts, a raw UCX peer).
+ucx4j_ensure_gcc() {
+  command -v gcc >/dev/null 2>&1 && return 0
+  ucx4j_apt_install gcc libc6-dev && return 0
+  echo "ucx4j: gcc not found (the struct-layout test compiles C): run 'sudo apt-get install gcc'" >&2
   exit 1
 }
 

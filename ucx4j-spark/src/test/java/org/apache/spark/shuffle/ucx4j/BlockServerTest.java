@@ -165,4 +165,48 @@ class BlockServerTest {
             }
         }
     }
+    /** A block larger than the whole budget goes alone, in memory and to disk, rather than waiting forever. */
+    @Test
+    void aBlockLargerThanTheBudgetGoesAlone() throws Exception {
+        long budget = 256 * 1024; // under one large block (600 KiB), and under a to-disk part (512 KiB)
+        try (PooledAllocator pool = new PooledAllocator(1 << 20)) {
+            BlockServer server = new BlockServer(blocks::get, 512 * 1024, 4, budget, pool);
+            try (Ucx executor = Ucx.open(); Listener l = executor.listen(0, server); Ucx reducer = Ucx.open()) {
+                Endpoint ep = reducer.connect("127.0.0.1", l.port(), T);
+                String[] inMemory = {"b0", "s0", "b1"};
+                String[] toDisk = {"b2", "s1"};
+                ep.amSend(Wire.header(Wire.FETCH, 1, inMemory.length),
+                        String.join("\n", inMemory).getBytes(StandardCharsets.UTF_8), T);
+                ep.amSend(Wire.header(Wire.FETCH_TO_DISK, 2, toDisk.length),
+                        String.join("\n", toDisk).getBytes(StandardCharsets.UTF_8), T);
+                Map<String, byte[]> got = new HashMap<>();
+                Map<String, byte[]> partial = new HashMap<>();
+                Map<String, Long> arrived = new HashMap<>();
+                while (got.size() < inMemory.length + toDisk.length) {
+                    try (AmMessage m = ep.amRecv(T)) {
+                        Wire.Header h = Wire.Header.parse(m.headerBytes());
+                        if (h.requestId() == 1) {
+                            assertEquals(Wire.BLOCK, h.kind());
+                            got.put(inMemory[h.index()], m.payloadBytes());
+                            continue;
+                        }
+                        assertEquals(Wire.PART, h.kind());
+                        String id = toDisk[h.index()];
+                        byte[] b = partial.computeIfAbsent(id, k -> new byte[(int) h.blockSize()]);
+                        m.payload().asByteBuffer().get(b, (int) h.offset(), (int) m.payload().byteSize());
+                        if (arrived.merge(id, m.payload().byteSize(), Long::sum) == h.blockSize()) {
+                            got.put(id, b);
+                        }
+                    }
+                }
+                for (String id : got.keySet()) {
+                    assertArrayEquals(expected.get(id), got.get(id), id);
+                }
+                assertTrue(server.peakBytesInFlight() <= LARGE, "one block over the budget at a time: "
+                        + server.peakBytesInFlight());
+                Data.eventually(() -> server.bytesInFlight() == 0);
+                ep.close(T);
+            }
+        }
+    }
 }

@@ -322,6 +322,7 @@ class UcxShuffleClusterTest {
             }
         };
         int removedBefore = METRICS.executorsRemoved.get();
+        int retriesBefore = METRICS.stageRetries.get();
         spark.sparkContext().addSparkListener(killer);
         try {
             List<Tuple2<Integer, Long>> sums = sc.parallelize(IntStream.range(0, 400_000).boxed().toList(), 8)
@@ -334,7 +335,12 @@ class UcxShuffleClusterTest {
         }
         assertTrue(killed.get(), "the executor was never killed");
         Data.eventually(() -> METRICS.executorsRemoved.get() > removedBefore);
-        System.err.println("kill test: fetch failures seen by Spark: " + METRICS.fetchFailures.get());
+        Clusters.awaitListeners(spark);
+        // the dead executor's map output was recomputed: a stage ran again (after fetch failures, or Spark's own
+        // notice of the loss), rather than the job hanging or returning a partial result
+        assertTrue(METRICS.stageRetries.get() > retriesBefore, "no stage was retried after the kill");
+        System.err.println("kill test: fetch failures seen by Spark: " + METRICS.fetchFailures.get()
+                + ", stage retries: " + (METRICS.stageRetries.get() - retriesBefore));
     }
 
     static List<byte[]> records(int partition, int n, int size) {
@@ -363,6 +369,15 @@ class UcxShuffleClusterTest {
         final AtomicInteger fetchFailures = new AtomicInteger();
         final List<String> fetchFailureMessages = new java.util.concurrent.CopyOnWriteArrayList<>();
         final AtomicInteger executorsRemoved = new AtomicInteger();
+        /** Stage attempts after a stage's first: each one a recomputation (a map stage re-run after lost output). */
+        final AtomicInteger stageRetries = new AtomicInteger();
+
+        @Override
+        public void onStageSubmitted(SparkListenerStageSubmitted s) {
+            if (s.stageInfo().attemptNumber() > 0) {
+                stageRetries.incrementAndGet();
+            }
+        }
 
         @Override
         public void onTaskEnd(SparkListenerTaskEnd end) {
