@@ -37,6 +37,18 @@ class ConfigAndInfoTest {
         }
     }
 
+    /** An option set both in the environment and in the options: the options win unless the environment is asked to. */
+    @Test
+    void theEnvironmentWinsOnlyWhenAskedTo() throws Exception {
+        Map<String, String> env = Map.of("UCX_RNDV_THRESH", "23456");
+        try (Peer p = Peer.start(env, List.of(), "effective-option", "RNDV_THRESH", "12345", "false")) {
+            assertSize("12345", p.await("EFFECTIVE"));
+        }
+        try (Peer p = Peer.start(env, List.of(), "effective-option", "RNDV_THRESH", "12345", "true")) {
+            assertSize("23456", p.await("EFFECTIVE"));
+        }
+    }
+
     /** A size option as UCX prints it: {@code 12345} (1.13), or per scope, {@code intra:12345,inter:12345} (1.20). */
     private static void assertSize(String expected, String printed) {
         assertNotNull(printed);

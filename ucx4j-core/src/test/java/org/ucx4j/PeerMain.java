@@ -151,6 +151,12 @@ public final class PeerMain {
                     Thread.sleep(Duration.ofMinutes(10));
                 }
             }
+            case "effective-option" -> { // KEY VALUE ENV_WINS: the option UCX uses once open with KEY=VALUE given
+                UcxOptions o = opts.with(args[1], args[2]).withEnvironmentWins(Boolean.parseBoolean(args[3]));
+                try (Ucx ucx = Ucx.open(o)) {
+                    System.out.println("EFFECTIVE " + ucx.config().get(args[1]));
+                }
+            }
             case "serve-address-echo" -> addressEcho(opts);
             default -> throw new IllegalArgumentException(mode);
         }
