@@ -3,7 +3,10 @@ package org.ucx4j;
 /**
  * Traffic on one endpoint so far: bytes and messages each way (completed operations), and the bandwidth of recent
  * transfers of at least 1 MB (10^6 B) at the 25th, 50th and 75th percentile in MB/s — what the Dask authors wanted
- * to "learn bandwidth between peers". Bandwidth figures are NaN until such a transfer completed.
+ * to "learn bandwidth between peers". Bandwidth figures are NaN until such a transfer completed. The bytes of a get
+ * count as received and those of a put as sent (they cross the link that way), though {@link
+ * Endpoint#closeAfterReceives} counts neither; the quantiles mix both directions (one set per endpoint, as the seed's
+ * per-peer table has).
  * <p>
  * Each transfer adds one figure: the bytes of the last 8 such transfers the same way over the time they had the
  * endpoint's direction to themselves, each from its start (a send or receive posted, an active-message pull begun),
