@@ -926,7 +926,11 @@ public final class Endpoint implements AutoCloseable {
             // flush failed or timed out: abort below
         }
         engine.abortEndpoint(core);
-        engine.awaitClosed(core, Math.max(0, deadline - System.nanoTime()));
+        long left = deadline - System.nanoTime();
+        if (engine.isOwnerThread()) { // the release runs in this thread's own progress: it keeps its share
+            left = Math.max(left, Math.min(t / 10, RELEASE_SHARE_NANOS));
+        }
+        engine.awaitClosed(core, Math.max(0, left));
         engine.discardUnread(core);
         ucx.forget(this);
     }

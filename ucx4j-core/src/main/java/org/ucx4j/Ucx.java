@@ -364,6 +364,14 @@ public final class Ucx implements AutoCloseable {
             });
             throw e;
         }
+        return adoptRaw(c, address);
+    }
+
+    /**
+     * Tracks a raw endpoint UCX made, or aborts it and throws where it must not be used
+     * ({@link #segmentSizeHazard}).
+     */
+    private Endpoint adoptRaw(EndpointCore c, WorkerAddress address) {
         Endpoint ep = track(c);
         String hazard = segmentSizeHazard(address.raw(), ep.info());
         if (hazard != null) {
@@ -374,21 +382,34 @@ public final class Ucx implements AutoCloseable {
     }
 
     /**
-     * {@link #connect(WorkerAddress)} without blocking the caller: it runs on a virtual thread of its own, and the
-     * future fails as that call would (arguments are checked at once).
+     * {@link #connect(WorkerAddress)} without blocking the caller. A wait on the future drives the worker (caller
+     * mode's owner thread too); cancelling it abandons the endpoint (aborted if it comes later).
      */
     public CompletableFuture<Endpoint> connectAsync(WorkerAddress address) {
         checkOpen();
         Objects.requireNonNull(address, "address");
-        CompletableFuture<Endpoint> f = new CompletableFuture<>();
-        Thread.ofVirtual().name("ucx4j-connect-raw").start(() -> {
-            try {
-                f.complete(connect(address));
-            } catch (Throwable e) {
-                f.completeExceptionally(e);
+        SafeFuture<EndpointCore> f = engine.attachRaw(address.raw());
+        SafeFuture<Endpoint> result = new org.ucx4j.internal.engine.EngineFuture<>(engine);
+        // the segment check asks the worker's thread for the endpoint's lanes: not from that thread's own callback
+        f.whenCompleteAsync((c, e) -> {
+            if (e != null) {
+                result.completeExceptionally(e);
+                return;
             }
-        });
-        return f;
+            if (result.isDone()) { // canceled meanwhile
+                engine.abortEndpoint(c);
+                return;
+            }
+            try {
+                Endpoint ep = adoptRaw(c, address);
+                if (!result.complete(ep)) {
+                    ep.abort(); // the caller gave up
+                }
+            } catch (RuntimeException x) {
+                result.completeExceptionally(x);
+            }
+        }, task -> Thread.ofVirtual().name("ucx4j-connect-raw").start(task));
+        return result;
     }
 
     /**

@@ -72,6 +72,23 @@ class CallerModeTest {
     }
 
     @Test
+    void aRawConnectFutureDrivesTheWorkerWhenItsOwnerWaits() throws Exception {
+        try (Ucx b = Ucx.open(); Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER))) {
+            // only this thread progresses a: the endpoint is made (and its lanes read) while it waits on the future
+            Endpoint ep = a.connectAsync(b.workerAddress()).get(10, TimeUnit.SECONDS);
+            assertTrue(ep.isAlive());
+            try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofShared()) {
+                java.lang.foreign.MemorySegment in = arena.allocate(3);
+                CompletableFuture<TagMessage> r = b.recvTaggedAsync(in, 5, -1L);
+                ep.send(new byte[] {1, 2, 3}, 5, T);
+                assertEquals(3, r.get(10, TimeUnit.SECONDS).length());
+                assertEquals(3, in.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 2));
+            }
+            ep.close();
+        }
+    }
+
+    @Test
     void futuresOfConnectAndCloseDriveTheWorkerWhenItsOwnerWaits() throws Exception {
         withCallerClient((a, client, server) -> {
             try (Ucx other = Ucx.open(); Listener l = other.listen(0, ep -> {})) {

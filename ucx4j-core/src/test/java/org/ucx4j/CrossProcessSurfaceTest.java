@@ -33,7 +33,7 @@ class CrossProcessSurfaceTest {
 
     @Test
     void streamEchoOfEverySize() throws Exception {
-        try (Peer p = Peer.start("serve-stream-echo"); Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
+        try (Peer p = Peer.start("serve-stream-echo"); Arena arena = Arena.ofShared(); Ucx ucx = Ucx.open()) {
             Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
             for (long size : SIZES) {
                 MemorySegment out = Data.pattern(arena, size, 11);
@@ -61,7 +61,7 @@ class CrossProcessSurfaceTest {
 
     @Test
     void probedMessagesOfEverySizeAreReceivedExactlyOnce() throws Exception {
-        try (Peer p = Peer.start("serve-echo"); Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
+        try (Peer p = Peer.start("serve-echo"); Arena arena = Arena.ofShared(); Ucx ucx = Ucx.open()) {
             Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
             boolean remove = true;
             for (long size : SIZES) {
@@ -92,7 +92,7 @@ class CrossProcessSurfaceTest {
 
     @Test
     void workerAddressEndpointsEchoEverySizeWithoutAListener() throws Exception {
-        try (Peer p = Peer.start("serve-address-echo"); Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
+        try (Peer p = Peer.start("serve-address-echo"); Arena arena = Arena.ofShared(); Ucx ucx = Ucx.open()) {
             Endpoint ep = ucx.connect(WorkerAddress.fromHex(p.await("ADDRESS")));
             ep.send(ucx.workerAddress().toBytes(), 100, T); // the peer connects back to this worker
             for (long size : SIZES) {

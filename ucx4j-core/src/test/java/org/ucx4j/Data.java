@@ -8,15 +8,18 @@ import java.lang.foreign.ValueLayout;
 
 /**
  * Test payloads whose every byte depends on its offset and a seed, so misplaced bytes are caught: the bytes come
- * from a multiplicative hash of the offset, so no run of them repeats at any period (a fragment delivered twice or
- * in the wrong place, whatever its size, does not match).
+ * from a mixing hash of the offset, so no long run of them repeats at any shift (a fragment delivered twice or in
+ * the wrong place, whatever its size, does not match).
  */
 final class Data {
     private Data() {}
 
-    /** The pattern's byte at offset {@code i} for {@code seed}. */
+    /** The pattern's byte at offset {@code i} for {@code seed}: splitmix64's finalizer of the two. */
     static byte at(long i, int seed) {
-        return (byte) (((i + 1) * 0x9E3779B97F4A7C15L + seed * 0xBF58476D1CE4E5B9L) >>> 56);
+        long z = i + seed * 0x9E3779B97F4A7C15L;
+        z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+        z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+        return (byte) (z ^ (z >>> 31));
     }
 
     static MemorySegment pattern(Arena arena, long size, int seed) {

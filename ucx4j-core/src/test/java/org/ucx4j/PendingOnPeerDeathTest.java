@@ -69,8 +69,8 @@ class PendingOnPeerDeathTest {
         org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
                 "shared memory only (UCX_TLS is set)");
         String transport = "shm";
-        try (Peer p = Peer.start(env(transport), List.of(), "serve-am-echo"); Ucx ucx = Ucx.open(options(transport));
-                Arena arena = Arena.ofShared()) {
+        try (Peer p = Peer.start(env(transport), List.of(), "serve-am-echo"); Arena arena = Arena.ofShared();
+                Ucx ucx = Ucx.open(options(transport))) {
             Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
             ep.amSend(new byte[] {1}, new byte[] {2}, T); // the connection works both ways first
             ep.amRecv(T).close();
@@ -89,8 +89,8 @@ class PendingOnPeerDeathTest {
 
     @org.junit.jupiter.api.Test
     void pendingGetsFailTypedWhenTheStoppedPeerIsKilled() throws Exception {
-        try (Peer p = Peer.start(env("tcp"), List.of(), "serve-rma"); Ucx ucx = Ucx.open(options("tcp"));
-                Arena arena = Arena.ofShared()) {
+        try (Peer p = Peer.start(env("tcp"), List.of(), "serve-rma"); Arena arena = Arena.ofShared();
+                Ucx ucx = Ucx.open(options("tcp"))) {
             Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
             RemoteKey key = ep.unpackRemoteKey(ep.recvObject(T));
             MemorySegment dst = arena.allocate(1 << 20);

@@ -32,8 +32,8 @@ public final class Main implements Runnable {
 
     /**
      * The command line, where a UCX failure (a configuration UCX refuses, a peer that cannot be reached...) is one
-     * line on stderr and exit status 3, and an argument a command refuses ({@link IllegalArgumentException}) one
-     * line and status 2, as picocli's own usage errors; other exceptions keep their stack traces.
+     * line on stderr and exit status 3, and a bad argument (picocli's own usage errors, and the values a command
+     * refuses: {@link UsageException}) one line and status 2; other exceptions keep their stack traces.
      */
     static CommandLine commandLine() {
         return new CommandLine(new Main()).setExecutionExceptionHandler((e, cmd, parsed) -> {
@@ -42,12 +42,18 @@ public final class Main implements Runnable {
                 cmd.getErr().flush();
                 return 3;
             }
-            if (e instanceof IllegalArgumentException bad) {
+            if (e instanceof UsageException bad) {
                 cmd.getErr().println("ucx4j: " + bad.getMessage());
                 cmd.getErr().flush();
                 return 2;
             }
             throw e;
+        }).setParameterExceptionHandler((e, args) -> {
+            CommandLine cmd = e.getCommandLine();
+            cmd.getErr().println("ucx4j: " + e.getMessage() + " (see: " + cmd.getCommandSpec().qualifiedName(" ")
+                    + " --help)");
+            cmd.getErr().flush();
+            return 2;
         });
     }
 }

@@ -62,9 +62,14 @@ record Measurement(String stack, String mode, long size, long iters, double p50U
         if (mul != 1) {
             t = t.substring(0, t.length() - 1);
         }
-        long v = Long.parseLong(t) * mul;
+        long v;
+        try {
+            v = Math.multiplyExact(Long.parseLong(t), mul);
+        } catch (ArithmeticException | NumberFormatException e) {
+            throw new UsageException("not a size (bytes, or with a k or m suffix): " + s);
+        }
         if (v <= 0) {
-            throw new IllegalArgumentException("sizes must be positive: " + s);
+            throw new UsageException("sizes must be positive: " + s);
         }
         return v;
     }

@@ -57,7 +57,7 @@ final class Plot {
         int dot = name.lastIndexOf('.');
         String ext = dot < 0 ? "png" : name.substring(dot + 1).toLowerCase(java.util.Locale.ROOT);
         if (!ext.equals("png") && !ext.equals("svg")) {
-            throw new IllegalArgumentException("--plot needs a .png or .svg file name, got " + file);
+            throw new UsageException("--plot needs a .png or .svg file name, got " + file);
         }
         return ext;
     }

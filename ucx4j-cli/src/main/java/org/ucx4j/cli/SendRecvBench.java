@@ -91,7 +91,7 @@ final class SendRecvBench implements Callable<Integer> {
             case "auto" -> null;
             case "tcp" -> "tcp";
             case "shm" -> "shm,tcp";
-            default -> throw new IllegalArgumentException("--transport must be auto, shm or tcp");
+            default -> throw new UsageException("--transport must be auto, shm or tcp");
         };
     }
 
@@ -101,16 +101,16 @@ final class SendRecvBench implements Callable<Integer> {
     /** Refuses bad arguments before any process or worker is started. */
     private void check() {
         if (!"latency".equals(mode) && !"bandwidth".equals(mode)) {
-            throw new IllegalArgumentException("--mode must be latency or bandwidth, got " + mode);
+            throw new UsageException("--mode must be latency or bandwidth, got " + mode);
         }
         if (!"table".equals(format) && !"json".equals(format)) {
-            throw new IllegalArgumentException("--format must be table or json, got " + format);
+            throw new UsageException("--format must be table or json, got " + format);
         }
         if (size < 0 || size > MAX_SIZE) {
-            throw new IllegalArgumentException("--size must be 0 to 64m, got " + size);
+            throw new UsageException("--size must be 0 to 64m, got " + size);
         }
         if (iters <= 0 || warmup < 0 || window <= 0) {
-            throw new IllegalArgumentException("--iters and --window must be positive and --warmup not negative, got "
+            throw new UsageException("--iters and --window must be positive and --warmup not negative, got "
                     + iters + ", " + window + " and " + warmup);
         }
         UcxRuns.Api.parse(api);
@@ -129,7 +129,7 @@ final class SendRecvBench implements Callable<Integer> {
         if (client != null) {
             int c = client.lastIndexOf(':');
             if (c <= 0 || c == client.length() - 1) {
-                throw new IllegalArgumentException("--client takes HOST:PORT, got " + client);
+                throw new UsageException("--client takes HOST:PORT, got " + client);
             }
             String host = client.substring(0, c);
             if (host.startsWith("[") && host.endsWith("]")) { // [::1]:port
@@ -139,7 +139,7 @@ final class SendRecvBench implements Callable<Integer> {
             try {
                 serverPort = Integer.parseInt(client.substring(c + 1));
             } catch (NumberFormatException e) {
-                throw new IllegalArgumentException("--client takes HOST:PORT, got " + client);
+                throw new UsageException("--client takes HOST:PORT, got " + client);
             }
             report(runClient(host, serverPort));
             return 0;
@@ -181,7 +181,7 @@ final class SendRecvBench implements Callable<Integer> {
             case "thread", "backoff" -> ProgressMode.BACKOFF;
             case "blocking" -> ProgressMode.BLOCKING;
             case "polling" -> ProgressMode.POLLING;
-            default -> throw new IllegalArgumentException(
+            default -> throw new UsageException(
                     "--progress: caller, thread, backoff, blocking or polling, not " + progress);
         };
     }

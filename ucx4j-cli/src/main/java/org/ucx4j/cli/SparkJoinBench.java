@@ -93,12 +93,12 @@ final class SparkJoinBench implements Callable<Integer> {
     public Integer call() throws Exception {
         if (partitions < 1 || rowsPerPartition < 1 || iterations < 1 || executors < 1 || rounds < 1 || warmup < 0
                 || fracMatch < 0 || fracMatch > 1) {
-            throw new IllegalArgumentException("need partitions, rows, iterations, executors, rounds >= 1, "
+            throw new UsageException("need partitions, rows, iterations, executors, rounds >= 1, "
                     + "warmup >= 0 and 0 <= frac-match <= 1");
         }
         for (String b : backends) {
             if (!b.equals("sort") && !b.equals("ucx4j")) {
-                throw new IllegalArgumentException("unknown backend '" + b + "': sort or ucx4j");
+                throw new UsageException("unknown backend '" + b + "': sort or ucx4j");
             }
         }
         if (System.getenv("SPARK_TESTING") != null && sparkOnClassPath()) {

@@ -88,10 +88,10 @@ final class SweepBench implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         if (window <= 0 || repeat <= 0 || !(scale > 0)) {
-            throw new IllegalArgumentException("--window, --repeat and --scale must be positive");
+            throw new UsageException("--window, --repeat and --scale must be positive");
         }
         if (new java.util.HashSet<>(stacks).size() != stacks.size()) {
-            throw new IllegalArgumentException("--stacks names a stack twice: " + stacks);
+            throw new UsageException("--stacks names a stack twice: " + stacks);
         }
         if (plot != null) {
             Plot.extension(plot); // refused now, not after the run
@@ -99,13 +99,13 @@ final class SweepBench implements Callable<Integer> {
         long[] sz = Measurement.parseSizes(sizes);
         for (long s : sz) {
             if (s > MAX_SIZE) {
-                throw new IllegalArgumentException("sizes up to 64 MiB, got " + s);
+                throw new UsageException("sizes up to 64 MiB, got " + s);
             }
         }
         UcxRuns.Api apiKind = UcxRuns.Api.parse(api);
         for (String m : modes) {
             if (!List.of(Measurement.LATENCY, Measurement.BANDWIDTH, Measurement.RATE).contains(m)) {
-                throw new IllegalArgumentException("unknown mode " + m);
+                throw new UsageException("unknown mode " + m);
             }
         }
         boolean peerErrors = peerErrors(errorHandling);
@@ -114,7 +114,7 @@ final class SweepBench implements Callable<Integer> {
         List<String> active = new ArrayList<>();
         for (String s : stacks) {
             if (!List.of("ucx4j", "perftest", "nio").contains(s)) {
-                throw new IllegalArgumentException("unknown stack " + s);
+                throw new UsageException("unknown stack " + s);
             }
             if (s.equals("perftest") && !perftest.available()) {
                 System.err.println("ucx4j: ucx_perftest not found (apt-get install ucx-utils); skipping it");
@@ -269,7 +269,7 @@ final class SweepBench implements Callable<Integer> {
         return switch (mode) {
             case "peer" -> true;
             case "none" -> false;
-            default -> throw new IllegalArgumentException("--error-handling must be peer or none, got " + mode);
+            default -> throw new UsageException("--error-handling must be peer or none, got " + mode);
         };
     }
 

@@ -29,7 +29,7 @@ final class UcxRuns {
             try {
                 return valueOf(s.trim().toUpperCase(java.util.Locale.ROOT));
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("--api must be tag, am, stream or rma, got " + s);
+                throw new UsageException("--api must be tag, am, stream or rma, got " + s);
             }
         }
     }

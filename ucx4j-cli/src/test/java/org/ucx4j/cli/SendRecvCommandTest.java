@@ -41,6 +41,9 @@ class SendRecvCommandTest {
             {"--progress", "spin", "--progress: caller, thread, backoff, blocking or polling, not spin"},
             {"--error-handling", "some", "--error-handling must be peer or none, got some"},
             {"--client", "localhost:abc", "--client takes HOST:PORT, got localhost:abc"},
+            {"--size", "8x", "not a size"},
+            {"--iters", "abc", "Invalid value for option '--iters'"},
+            {"--no-such", "1", "Unknown option"},
         };
         for (String[] c : cases) {
             Object[] r = runHere("bench", "send-recv", c[0], c[1]);

@@ -493,8 +493,9 @@ final class AmReceiver {
      */
     void endpointGone(EndpointCore c, boolean local) {
         dropPulls(c);
-        for (Inbox in : c.inboxes) {
-            in.failWaiters(c.unusable(in == c.inboxes[AmWire.PLAIN] ? "active message receive" : "receive"));
+        for (byte kind = 0; kind < c.inboxes.length; kind++) {
+            Inbox in = c.inboxes[kind];
+            in.failWaiters(c.unusable(AmWire.receiveName(kind)));
             if (local) {
                 in.clear();
             }
