@@ -46,13 +46,10 @@ class PeerConnectionTest {
         };
         try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open(UcxOptions.defaults()
                 .withAllocator(MemoryType.HOST, refusing))) {
-            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
-            try (Listener l = server.listen(0, accepted::complete)) {
-                Endpoint ep = reducer.connect("127.0.0.1", l.port());
-                Endpoint serverSide = accepted.get(10, TimeUnit.SECONDS);
-                CompletableFuture<PeerConnection> failed = new CompletableFuture<>();
-                PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
-                        Duration.ofSeconds(30), null, failed::complete);
+            CompletableFuture<PeerConnection> failed = new CompletableFuture<>();
+            try (Link link = Link.open(server, reducer, Duration.ofSeconds(30), failed::complete)) {
+                PeerConnection c = link.connection();
+                Endpoint serverSide = link.serverSide();
                 Map<String, Object> outcome = new ConcurrentHashMap<>();
                 CompletableFuture<Void> all = new CompletableFuture<>();
                 BlockFetchingListener listener = new BlockFetchingListener() {
@@ -129,12 +126,9 @@ class PeerConnectionTest {
     @Test
     void aRetiredConnectionRefusesNewRequestsAndAClosedOneFailsThem() throws Exception {
         try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open()) {
-            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
-            try (Listener l = server.listen(0, accepted::complete)) {
-                Endpoint ep = reducer.connect("127.0.0.1", l.port());
-                Endpoint serverSide = accepted.get(10, TimeUnit.SECONDS);
-                PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
-                        Duration.ofSeconds(30), null, x -> {});
+            try (Link link = Link.open(server, reducer, Duration.ofSeconds(30), x -> {})) {
+                PeerConnection c = link.connection();
+                Endpoint serverSide = link.serverSide();
                 Map<String, Throwable> failures = new ConcurrentHashMap<>();
                 BlockFetchingListener listener = new BlockFetchingListener() {
                     @Override
@@ -178,13 +172,10 @@ class PeerConnectionTest {
     @Test
     void aStalledRequestFailsAndRetiresItsConnection() throws Exception {
         try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open()) {
-            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
-            try (Listener l = server.listen(0, accepted::complete)) {
-                Endpoint ep = reducer.connect("127.0.0.1", l.port());
-                Endpoint serverSide = accepted.get(10, TimeUnit.SECONDS);
-                CompletableFuture<PeerConnection> unusable = new CompletableFuture<>();
-                PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
-                        Duration.ofSeconds(1), null, unusable::complete);
+            CompletableFuture<PeerConnection> unusable = new CompletableFuture<>();
+            try (Link link = Link.open(server, reducer, Duration.ofSeconds(1), unusable::complete)) {
+                PeerConnection c = link.connection();
+                Endpoint serverSide = link.serverSide();
                 CompletableFuture<Throwable> failed = new CompletableFuture<>();
                 assertTrue(c.fetch(11, new String[] {"z"}, firstOutcome(failed), null));
                 serverSide.amRecv(Duration.ofSeconds(10)).close(); // the request, never answered
@@ -206,12 +197,9 @@ class PeerConnectionTest {
     @Test
     void aRequestQueuedBehindOneStillArrivingDoesNotTimeOut() throws Exception {
         try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open()) {
-            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
-            try (Listener l = server.listen(0, accepted::complete)) {
-                Endpoint ep = reducer.connect("127.0.0.1", l.port());
-                Endpoint serverSide = accepted.get(10, TimeUnit.SECONDS);
-                PeerConnection c = new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
-                        Duration.ofSeconds(2), null, x -> {});
+            try (Link link = Link.open(server, reducer, Duration.ofSeconds(2), x -> {})) {
+                PeerConnection c = link.connection();
+                Endpoint serverSide = link.serverSide();
                 int n = 8;
                 String[] first = new String[n];
                 for (int i = 0; i < n; i++) {
@@ -246,6 +234,24 @@ class PeerConnectionTest {
                 assertEquals(2L, outcome.get("b"), "the waiting request's block: " + outcome.get("b"));
                 assertTrue(c.isUsable(), "the connection was not retired");
             }
+        }
+    }
+
+    /** A listener on {@code server}, a reducer's connection to it, and the server's side of that connection. */
+    private record Link(Listener listener, PeerConnection connection, Endpoint serverSide) implements AutoCloseable {
+        static Link open(Ucx server, Ucx reducer, Duration timeout,
+                java.util.function.Consumer<PeerConnection> onUnusable) throws Exception {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            Listener l = server.listen(0, accepted::complete);
+            Endpoint ep = reducer.connect("127.0.0.1", l.port());
+            Endpoint serverSide = accepted.get(10, TimeUnit.SECONDS);
+            return new Link(l, new PeerConnection(new UcxDriverEndpoint.Address("1", "127.0.0.1", l.port()), ep,
+                    timeout, null, onUnusable), serverSide);
+        }
+
+        @Override
+        public void close() {
+            listener.close();
         }
     }
 
