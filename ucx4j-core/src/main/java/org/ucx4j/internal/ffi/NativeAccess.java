@@ -27,8 +27,10 @@ public final class NativeAccess {
     /** The remedy to print when native access is not enabled. */
     public static String nativeAccessRemedy() {
         Module m = NativeAccess.class.getModule();
-        String target = m.isNamed() ? m.getName() : "ALL-UNNAMED";
-        return "run java with --enable-native-access=" + target
+        if (m.isNamed()) { // a manifest's Enable-Native-Access names only ALL-UNNAMED
+            return "run java with --enable-native-access=" + m.getName();
+        }
+        return "run java with --enable-native-access=ALL-UNNAMED"
                 + " (or put Enable-Native-Access: ALL-UNNAMED in an executable jar's manifest)";
     }
 
@@ -76,39 +78,45 @@ public final class NativeAccess {
         return MemorySegment.ofAddress(address).reinterpret(size, scope, null);
     }
 
-    /** All of the address space: raw reads and writes at an absolute address, with no segment per access. */
-    private static final MemorySegment EVERYWHERE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+    /**
+     * All of the address space: raw reads and writes at an absolute address, with no segment per access. In a holder
+     * of its own so that loading this class makes no restricted call: with {@code --illegal-native-access=deny}
+     * {@link #nativeAccessEnabled()} must still answer (and {@code Ucx.unavailabilityCause()} give the remedy).
+     */
+    private static final class Raw {
+        static final MemorySegment EVERYWHERE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+    }
 
     /** The 8-byte word at {@code address} (8-byte aligned, owned by the caller). */
     public static long getLong(long address) {
-        return EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_LONG, address);
+        return Raw.EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_LONG, address);
     }
 
     /** Writes the 8-byte word at {@code address} (8-byte aligned, owned by the caller). */
     public static void setLong(long address, long value) {
-        EVERYWHERE.set(java.lang.foreign.ValueLayout.JAVA_LONG, address, value);
+        Raw.EVERYWHERE.set(java.lang.foreign.ValueLayout.JAVA_LONG, address, value);
     }
 
     /** The 4 bytes at {@code address}, any alignment. */
     public static int getIntUnaligned(long address) {
-        return EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, address);
+        return Raw.EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, address);
     }
 
     /** The byte at {@code address}. */
     public static byte getByte(long address) {
-        return EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_BYTE, address);
+        return Raw.EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_BYTE, address);
     }
 
     /** A copy of the {@code length} bytes at {@code address}. */
     public static byte[] toArray(long address, int length) {
         byte[] b = new byte[length];
-        MemorySegment.copy(EVERYWHERE, java.lang.foreign.ValueLayout.JAVA_BYTE, address, b, 0, length);
+        MemorySegment.copy(Raw.EVERYWHERE, java.lang.foreign.ValueLayout.JAVA_BYTE, address, b, 0, length);
         return b;
     }
 
     /** Copies {@code length} bytes from {@code address} to the start of {@code dst}. */
     public static void copy(long address, MemorySegment dst, long length) {
-        MemorySegment.copy(EVERYWHERE, address, dst, 0, length);
+        MemorySegment.copy(Raw.EVERYWHERE, address, dst, 0, length);
     }
 
     /** {@code segment} bound to {@code scope}: inaccessible once it closes, and {@code cleanup} runs then. */
