@@ -161,20 +161,45 @@ final class UcxShuffleTransport implements AutoCloseable {
     }
 
     private void reopen(Generation old, String why) {
+        reopen(old, why, 0);
+    }
+
+    /**
+     * One try at replacing {@code old}; where the new instance cannot open (UCX refuses, the port range is taken),
+     * the next try follows {@link #reopenDelayMillis} later, for as long as {@code old} is current and the transport
+     * open, so an executor is never left without a block server for good.
+     */
+    private void reopen(Generation old, String why, int failedTries) {
         Generation next;
         synchronized (this) {
-            if (closed || current != old) {
-                return; // stopping, or replaced already
+            if (closed || current != old || (failedTries == 0 && retrying == old)) {
+                return; // stopping, replaced already, or a try is scheduled
             }
-            LOG.warn("ucx4j shuffle: executor {} replaces its UCX instance: {}", executorId, why);
+            if (failedTries == 0) {
+                LOG.warn("ucx4j shuffle: executor {} replaces its UCX instance: {}", executorId, why);
+            }
             if (conf.port() != 0) {
                 old.listener.close(); // the configured port is the new server's
             }
             try {
+                if (openFaults.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+                    throw new IllegalStateException("test: the new instance refuses to open");
+                }
                 next = open(old.number + 1);
             } catch (RuntimeException e) {
-                LOG.error("ucx4j shuffle: executor {} could not replace its UCX instance: {}", executorId,
-                        e.toString());
+                long delay = reopenDelayMillis(failedTries);
+                LOG.error("ucx4j shuffle: executor {} could not replace its UCX instance (try {}): {}; trying again "
+                        + "in {} ms", executorId, failedTries + 1, e.toString(), delay);
+                failedReopens.incrementAndGet();
+                retrying = old;
+                Thread.ofVirtual().name("ucx4j-shuffle-reopen-" + old.number).start(() -> {
+                    try {
+                        Thread.sleep(delay);
+                    } catch (InterruptedException ie) {
+                        return;
+                    }
+                    reopen(old, why, failedTries + 1);
+                });
                 return;
             }
             live.add(next);
@@ -229,6 +254,28 @@ final class UcxShuffleTransport implements AutoCloseable {
             n += c.endpoint().stats().bytesReceived();
         }
         return n;
+    }
+
+    /** 1 s, doubling up to 30 s: the wait before the next try at replacing an instance after a failed one. */
+    static long reopenDelayMillis(int failedTries) {
+        return Math.min(30_000L, 1000L << Math.min(failedTries, 5));
+    }
+
+    /** The instance whose replacement failed and is tried again later (under this). */
+    private Generation retrying;
+
+    /** Tests: how many of the next replacements fail as if UCX refused to open. */
+    private final java.util.concurrent.atomic.AtomicInteger openFaults = new java.util.concurrent.atomic.AtomicInteger();
+    private final java.util.concurrent.atomic.AtomicInteger failedReopens = new java.util.concurrent.atomic.AtomicInteger();
+
+    /** Tests: the next {@code n} tries at replacing this executor's instance fail. */
+    void failNextReopens(int n) {
+        openFaults.set(n);
+    }
+
+    /** Tries at replacing an instance that failed so far. */
+    int failedReopens() {
+        return failedReopens.get();
     }
 
     /** How many times this executor's instance was replaced. */
