@@ -241,43 +241,42 @@ class ActiveMessageTest {
 
     @Test
     void aWorkerFlushKeepsItsTimeoutWhileThePeerDoesNotProgress() throws Exception {
-        // over TCP, a put is carried by messages the target's worker must progress; a target whose progress thread a
-        // handler holds never acknowledges it, and UCX can neither cancel a worker flush nor end it by an abort
-        UcxOptions tcp = UcxOptions.defaults().with("TLS", "tcp");
-        long size = 64 << 10;
-        try (Ucx a = Ucx.open(tcp); Ucx b = Ucx.open(tcp); Arena arena = Arena.ofShared()) {
-            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
-            try (Listener l = b.listen(0, accepted::complete); MemoryRegion region = b.allocateMemory(size)) {
-                Endpoint client = a.connect("127.0.0.1", l.port());
-                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
-                RemoteKey key = client.unpackRemoteKey(region.packRemoteKey());
-                java.util.concurrent.CountDownLatch inHandler = new java.util.concurrent.CountDownLatch(1);
-                java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
-                holdOnActiveMessage(server, inHandler, release);
-                CompletableFuture<Long> put;
-                try {
-                    client.amSend(new byte[0], new byte[] {1});
-                    assertTrue(inHandler.await(10, TimeUnit.SECONDS));
-                    put = client.putAsync(Data.pattern(arena, size, 5), key, 0);
-                    Throwable t = outcome(() -> a.flush(Duration.ofMillis(300)));
-                    assertInstanceOf(UcxTimeoutException.class, t);
-                    assertTrue(t.getMessage().contains("UCS_ERR_TIMED_OUT"), t.getMessage());
-                    assertEquals(1, release.getCount(), "the handler still holds the target's progress thread");
-                } finally {
-                    release.countDown();
-                }
-                put.get(10, TimeUnit.SECONDS);
-                a.flush(T); // once the target progresses again, the data is there
-                Data.verify(region.segment(), size, 5);
-                key.close();
-            }
-        }
+        // UCX can neither cancel a worker flush nor end it by an abort
+        putWhileTheTargetIsHeld(5, (a, client) -> {
+            Throwable t = outcome(() -> a.flush(Duration.ofMillis(300)));
+            assertInstanceOf(UcxTimeoutException.class, t);
+            assertTrue(t.getMessage().contains("UCS_ERR_TIMED_OUT"), t.getMessage());
+        }, (a, client) -> a.flush(T));
     }
 
     @Test
     void anEndpointFlushThatTimesOutOrIsCanceledLeavesTheEndpointAlive() throws Exception {
-        // as above: over TCP a put waits for the target's worker, whose progress thread a handler holds; a flush
-        // holds none of the caller's memory, so a timeout or a cancel need not cost the connection
+        // a flush holds none of the caller's memory, so a timeout or a cancel need not cost the connection
+        putWhileTheTargetIsHeld(6, (a, client) -> {
+            Throwable t = outcome(() -> client.flush(Duration.ofMillis(300)));
+            assertInstanceOf(UcxTimeoutException.class, t);
+            assertTrue(t.getMessage().contains("UCS_ERR_TIMED_OUT"), t.getMessage());
+            CompletableFuture<Long> flushing = client.flushAsync();
+            assertTrue(flushing.cancel(true));
+            assertTrue(client.isAlive(), "a flush's timeout or cancel does not abort its endpoint");
+        }, (a, client) -> {
+            client.flush(T);
+            assertTrue(client.isAlive());
+        });
+    }
+
+    /** A step of {@link #putWhileTheTargetIsHeld}, given the initiator's {@code Ucx} and endpoint. */
+    private interface HeldStep {
+        void run(Ucx initiator, Endpoint client) throws Exception;
+    }
+
+    /**
+     * Over TCP, where a put is carried by messages the target's worker must progress: a 64 KiB put (pattern
+     * {@code seed}) to a target whose progress thread a handler holds, so it is never acknowledged. {@code whileHeld}
+     * runs then; once the target is released the put must complete (not purged by an abort), {@code flushAfter} run,
+     * and the data be there.
+     */
+    private static void putWhileTheTargetIsHeld(int seed, HeldStep whileHeld, HeldStep flushAfter) throws Exception {
         UcxOptions tcp = UcxOptions.defaults().with("TLS", "tcp");
         long size = 64 << 10;
         try (Ucx a = Ucx.open(tcp); Ucx b = Ucx.open(tcp); Arena arena = Arena.ofShared()) {
@@ -293,21 +292,15 @@ class ActiveMessageTest {
                 try {
                     client.amSend(new byte[0], new byte[] {1});
                     assertTrue(inHandler.await(10, TimeUnit.SECONDS));
-                    put = client.putAsync(Data.pattern(arena, size, 6), key, 0);
-                    Throwable t = outcome(() -> client.flush(Duration.ofMillis(300)));
-                    assertInstanceOf(UcxTimeoutException.class, t);
-                    assertTrue(t.getMessage().contains("UCS_ERR_TIMED_OUT"), t.getMessage());
-                    CompletableFuture<Long> flushing = client.flushAsync();
-                    assertTrue(flushing.cancel(true));
-                    assertTrue(client.isAlive(), "a flush's timeout or cancel does not abort its endpoint");
+                    put = client.putAsync(Data.pattern(arena, size, seed), key, 0);
+                    whileHeld.run(a, client);
                     assertEquals(1, release.getCount(), "the handler still holds the target's progress thread");
                 } finally {
                     release.countDown();
                 }
                 assertEquals(size, put.get(10, TimeUnit.SECONDS)); // not purged by an abort
-                client.flush(T); // once the target progresses again, the data is there
-                Data.verify(region.segment(), size, 6);
-                assertTrue(client.isAlive());
+                flushAfter.run(a, client); // once the target progresses again, the data is there
+                Data.verify(region.segment(), size, seed);
                 key.close();
             }
         }
