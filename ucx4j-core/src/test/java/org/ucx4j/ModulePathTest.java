@@ -33,6 +33,10 @@ class ModulePathTest {
         List<String> cmd = new ArrayList<>();
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.addAll(List.of(jvmFlags));
+        String home = System.getProperty("ucx4j.ucx.home"); // a UCX chosen for the tests (the variable is inherited)
+        if (home != null) {
+            cmd.add("-Ducx4j.ucx.home=" + home);
+        }
         String ucx4j = location(Ucx.class) + File.pathSeparator + location(org.slf4j.Logger.class);
         if (modular) {
             cmd.addAll(List.of("--module-path", ucx4j, "--add-modules", "org.ucx4j",
@@ -42,9 +46,14 @@ class ModulePathTest {
         }
         cmd.addAll(List.of(ModuleProbe.class.getName(), dir.resolve("probe.jfr").toString()));
         Path err = dir.resolve("stderr.txt");
-        Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(p.waitFor(60, TimeUnit.SECONDS), "probe did not exit");
+        Path stdout = dir.resolve("stdout.txt");
+        Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).redirectOutput(stdout.toFile()).start();
+        try {
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "probe did not exit");
+        } finally {
+            p.destroyForcibly();
+        }
+        String out = Files.readString(stdout, StandardCharsets.UTF_8);
         String stderr = Files.readString(err);
         assertEquals(0, p.exitValue(), out + stderr);
         Map<String, String> lines = new HashMap<>();

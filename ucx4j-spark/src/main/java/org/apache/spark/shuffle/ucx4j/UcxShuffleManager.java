@@ -144,7 +144,7 @@ public final class UcxShuffleManager extends SortShuffleManager {
             if (transport == null && !startFailed) {
                 try {
                     transport = new UcxShuffleTransport(conf, SparkEnv.get(), shuffleBlockResolver());
-                } catch (RuntimeException e) {
+                } catch (Exception e) { // also Spark RPC failures (checked, undeclared)
                     if (!conf.fallback()) {
                         throw e;
                     }

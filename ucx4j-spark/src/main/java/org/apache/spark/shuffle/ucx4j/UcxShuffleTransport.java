@@ -117,16 +117,26 @@ final class UcxShuffleTransport implements AutoCloseable {
             Listener listener = listen(ucx, server);
             UcxDriverEndpoint.Address me = new UcxDriverEndpoint.Address(executorId, host, listener.port());
             Generation g = new Generation(number, ucx, server, listener, me);
+            if (openFaults.getAndUpdate(n -> Math.max(0, n - 1)) > 0) { // what askSync throws when the driver fails
+                throw UcxShuffleTransport.<RuntimeException>undeclared(
+                        new org.apache.spark.SparkException("test: the driver did not take the registration"));
+            }
             driver.askSync(new UcxDriverEndpoint.Register(me), ClassTag$.MODULE$.apply(Boolean.class));
             addresses.put(executorId, me);
             ucx.onSharedMemoryFailure(e -> reopen(g, e.getMessage()));
             LOG.info("ucx4j shuffle: executor {} serves blocks at {}:{} (UCX {}{})", executorId, host,
                     listener.port(), Ucx.version(), number == 0 ? "" : ", instance " + number);
             return g;
-        } catch (RuntimeException e) {
+        } catch (Throwable e) { // also Spark's RPC failures: checked exceptions Scala throws undeclared
             ucx.close();
             throw e;
         }
+    }
+
+    /** Throws {@code t} as Scala code does, checked or not, without declaring it (tests' faults). */
+    @SuppressWarnings("unchecked")
+    private static <T extends Throwable> T undeclared(Throwable t) throws T {
+        throw (T) t;
     }
 
     /**
@@ -182,11 +192,8 @@ final class UcxShuffleTransport implements AutoCloseable {
                 old.listener.close(); // the configured port is the new server's
             }
             try {
-                if (openFaults.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
-                    throw new IllegalStateException("test: the new instance refuses to open");
-                }
                 next = open(old.number + 1);
-            } catch (RuntimeException e) {
+            } catch (Exception e) { // also the driver's RPC failures (checked, undeclared)
                 long delay = reopenDelayMillis(failedTries);
                 LOG.error("ucx4j shuffle: executor {} could not replace its UCX instance (try {}): {}; trying again "
                         + "in {} ms", executorId, failedTries + 1, e.toString(), delay);
@@ -196,7 +203,7 @@ final class UcxShuffleTransport implements AutoCloseable {
                     try {
                         Thread.sleep(delay);
                     } catch (InterruptedException ie) {
-                        return;
+                        // nothing interrupts it; try now rather than leave the chain (and `retrying`) hanging
                     }
                     reopen(old, why, failedTries + 1);
                 });
@@ -264,11 +271,11 @@ final class UcxShuffleTransport implements AutoCloseable {
     /** The instance whose replacement failed and is tried again later (under this). */
     private Generation retrying;
 
-    /** Tests: how many of the next replacements fail as if UCX refused to open. */
+    /** Tests: how many of the next instances fail to open (their registration with the driver fails). */
     private final java.util.concurrent.atomic.AtomicInteger openFaults = new java.util.concurrent.atomic.AtomicInteger();
     private final java.util.concurrent.atomic.AtomicInteger failedReopens = new java.util.concurrent.atomic.AtomicInteger();
 
-    /** Tests: the next {@code n} tries at replacing this executor's instance fail. */
+    /** Tests: the next {@code n} tries at opening an instance fail, as if the driver did not answer. */
     void failNextReopens(int n) {
         openFaults.set(n);
     }

@@ -215,26 +215,32 @@ class UcxShuffleClusterTest {
         // what an executor does when ucx4j finds its shared-memory FIFO wedged (which a test cannot provoke at will
         // in a Spark executor: the core's SharedMemoryWedgeTest does that with a C flooder); the other executor
         // keeps its instance, and its cached connection to the replaced one must move
-        // and its first two tries at a new instance fail (as if UCX refused to open): it tries again, 1 s then 2 s
-        // later, instead of staying without a block server
-        List<Integer> immediately = ExecutorProbe.onEach(spark.sparkContext(), () -> {
+        // and its first two tries at a new instance fail (the driver does not take the registration): it tries
+        // again, 1 s then 2 s later, instead of staying without a block server; a second request meanwhile starts
+        // no second chain of tries
+        List<String> immediately = ExecutorProbe.onEach(spark.sparkContext(), () -> {
             UcxShuffleTransport t = UcxShuffleManager.localTransport();
             // (each executor runs the probe's tasks one after another: only the first one of each acts)
             if (org.apache.spark.SparkEnv.get().executorId().equals(replaced) && t.failedReopens() == 0
                     && t.generation() == 0) {
                 t.failNextReopens(2);
                 t.reopen(0, "test: as if the shared-memory FIFO were wedged");
+                t.reopen(0, "test: and again");
             }
-            return List.of(t.generation());
+            return List.of(t.generation() + "/" + t.failedReopens());
         });
-        assertEquals(List.of(0, 0), immediately, "the first try failed");
-        // a new instance and block server (with the fixed port of this session, on the port the old one gave up)
+        assertEquals(List.of("0/0", "0/1"), immediately.stream().sorted().toList(),
+                "the first try failed, and the second request waited for the scheduled one");
+        // a new instance and block server (with the fixed port of this session, on the port the old one gave up:
+        // a failed try's instance let go of it)
         Data.eventually(() -> ExecutorProbe.onEach(spark.sparkContext(),
                 () -> List.of(UcxShuffleManager.localTransport().generation())).stream().sorted().toList()
                 .equals(List.of(0, 1)));
         List<Integer> failedTries = ExecutorProbe.onEach(spark.sparkContext(),
                 () -> List.of(UcxShuffleManager.localTransport().failedReopens()));
         assertEquals(List.of(0, 2), failedTries.stream().sorted().toList(), "two failed tries, then the third opened");
+        assertEquals(before, ExecutorProbe.onEach(spark.sparkContext(),
+                () -> List.of(UcxShuffleManager.localServerAddress())), "each executor on its port of before");
         int failuresBefore = METRICS.fetchFailures.get();
         long remoteBefore = METRICS.remoteBytes.get();
         Map<String, List<String>> again = Workloads.run(spark);
