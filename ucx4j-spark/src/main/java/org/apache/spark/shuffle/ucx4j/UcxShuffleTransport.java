@@ -384,7 +384,7 @@ final class UcxShuffleTransport implements AutoCloseable {
             UcxDriverEndpoint.Address fresh;
             try {
                 fresh = address(peerExecutorId);
-            } catch (RuntimeException lookup) {
+            } catch (Exception lookup) { // also the driver's RPC failures (checked, undeclared)
                 e.addSuppressed(lookup);
                 throw e;
             }
