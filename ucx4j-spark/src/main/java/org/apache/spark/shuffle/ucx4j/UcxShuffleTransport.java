@@ -175,9 +175,9 @@ final class UcxShuffleTransport implements AutoCloseable {
     }
 
     /**
-     * One try at replacing {@code old}; where the new instance cannot open (UCX refuses, the port range is taken),
-     * the next try follows {@link #reopenDelayMillis} later, for as long as {@code old} is current and the transport
-     * open, so an executor is never left without a block server for good.
+     * One try at replacing {@code old}; where the new instance cannot open (UCX refuses, the port range is taken, the
+     * driver does not take its registration), the next try follows {@link #reopenDelayMillis} later, for as long as
+     * {@code old} is current and the transport open, so an executor is never left without a block server for good.
      */
     private void reopen(Generation old, String why, int failedTries) {
         Generation next;
