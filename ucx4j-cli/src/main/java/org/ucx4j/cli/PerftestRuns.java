@@ -58,7 +58,7 @@ final class PerftestRuns {
         boolean lat = Measurement.LATENCY.equals(mode);
         return switch (api) {
             case TAG -> lat ? "tag_lat" : "tag_bw";
-            case AM -> lat ? "ucp_am_lat" : "ucp_am_bw";
+            case AM, AM_HANDLER -> lat ? "ucp_am_lat" : "ucp_am_bw";
             case STREAM -> lat ? "stream_lat" : "stream_bw";
             case RMA -> "ucp_get";
         };

@@ -53,7 +53,8 @@ final class SendRecvBench implements Callable<Integer> {
     @Option(names = "--mode", defaultValue = "latency", description = "latency or bandwidth")
     String mode;
 
-    @Option(names = "--api", defaultValue = "tag", description = "tag, am (active messages), stream or rma (get)")
+    @Option(names = "--api", defaultValue = "tag", description = "tag, am (active messages), am-handler (taken by a "
+            + "handler on the server's worker thread), stream or rma (get)")
     String api;
 
     @Option(names = "--window", defaultValue = "32", description = "outstanding sends in bandwidth mode")
@@ -248,7 +249,7 @@ final class SendRecvBench implements Callable<Integer> {
         if ("json".equals(format)) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("stack", "ucx4j");
-            m.put("api", UcxRuns.Api.parse(api).name().toLowerCase(java.util.Locale.ROOT));
+            m.put("api", UcxRuns.Api.parse(api).cli());
             m.put("mode", r.mode());
             m.put("size", r.size());
             m.put("iters", r.iters());

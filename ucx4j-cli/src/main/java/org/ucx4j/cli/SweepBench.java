@@ -42,8 +42,9 @@ final class SweepBench implements Callable<Integer> {
     List<String> stacks;
 
     @Option(names = "--api", defaultValue = "tag",
-            description = "ucx4j API measured: tag, am (active messages), stream, rma (get); ucx_perftest runs the "
-                    + "matching test (tag_*, ucp_am_*, stream_*, ucp_get)")
+            description = "ucx4j API measured: tag, am (active messages), am-handler (active messages taken by a "
+                    + "handler on the server's worker thread, as ucp_am_* take theirs), stream, rma (get); "
+                    + "ucx_perftest runs the matching test (tag_*, ucp_am_*, stream_*, ucp_get)")
     String api;
 
     @Option(names = "--repeat", defaultValue = "6", description = "rounds; stacks rotate order (and reverse it "

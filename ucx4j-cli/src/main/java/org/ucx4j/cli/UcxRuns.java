@@ -21,16 +21,30 @@ final class UcxRuns {
     static final int CTRL = 100, DATA = 1, ACK = 2;
     static final long QUIT = 0, PING_PONG = 1, STREAM = 2;
 
-    /** The ucx4j API a run measures; ucx_perftest's matching tests are in {@link PerftestRuns}. */
+    /**
+     * The ucx4j API a run measures; ucx_perftest's matching tests are in {@link PerftestRuns}. {@code AM_HANDLER}
+     * ({@code --api am-handler}): active messages that the server takes in a handler on its worker's thread
+     * ({@link Endpoint#onActiveMessage}), as {@code ucp_am_lat}/{@code ucp_am_bw} take theirs in a C callback,
+     * instead of receiving them on its own thread ({@code am}); the client's side is the same for both.
+     */
     enum Api {
-        TAG, AM, STREAM, RMA;
+        TAG, AM, STREAM, RMA, AM_HANDLER;
 
         static Api parse(String s) {
             try {
-                return valueOf(s.trim().toUpperCase(java.util.Locale.ROOT));
+                return valueOf(s.trim().toUpperCase(java.util.Locale.ROOT).replace('-', '_'));
             } catch (IllegalArgumentException e) {
-                throw new UsageException("--api must be tag, am, stream or rma, got " + s);
+                throw new UsageException("--api must be tag, am, am-handler, stream or rma, got " + s);
             }
+        }
+
+        /** As {@code --api} spells it. */
+        String cli() {
+            return name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
+        }
+
+        boolean activeMessages() {
+            return this == AM || this == AM_HANDLER;
         }
     }
 
@@ -45,6 +59,7 @@ final class UcxRuns {
             // a ping-pong answers from a buffer of its own, as ucx_perftest's does (one buffer for both would keep
             // large messages in cache that perftest's must fetch)
             MemorySegment outBuf = arena.allocate(64L << 20, 4096);
+            AmSink sink = null;
             while (true) {
                 ep.recv(cmd, CTRL, Duration.ofHours(1));
                 long word = cmd.getAtIndex(ValueLayout.JAVA_LONG, 0);
@@ -68,6 +83,13 @@ final class UcxRuns {
                                 }
                             }
                         }
+                    }
+                    case AM_HANDLER -> {
+                        if (sink == null) {
+                            sink = new AmSink(ep);
+                            ep.onActiveMessage(sink);
+                        }
+                        sink.serve(ucx, mode == PING_PONG ? out : null, total, ack);
                     }
                     case STREAM -> {
                         for (long i = 0; i < total; i++) {
@@ -94,6 +116,57 @@ final class UcxRuns {
     }
 
     private static final MemorySegment EMPTY = MemorySegment.ofArray(new byte[0]);
+
+    /**
+     * The server's active-message handler for {@link Api#AM_HANDLER}: closes each message as it lands (its receive
+     * block goes back to the pool before the worker starts its next pull) and answers a ping at once from the
+     * worker's thread. Armed per command before the client is told to start, so every message is counted.
+     */
+    private static final class AmSink implements java.util.function.Consumer<AmMessage> {
+        private final Endpoint ep;
+        private volatile MemorySegment pong; // null: one direction
+        private volatile long left;
+        private volatile java.util.concurrent.CountDownLatch done;
+
+        AmSink(Endpoint ep) {
+            this.ep = ep;
+        }
+
+        /** Takes {@code total} messages, answering each from {@code pong} unless null; returns when all landed. */
+        void serve(Ucx ucx, MemorySegment pong, long total, MemorySegment ack) {
+            java.util.concurrent.CountDownLatch latch = new java.util.concurrent.CountDownLatch(total == 0 ? 0 : 1);
+            this.pong = pong;
+            this.left = total;
+            this.done = latch;
+            ep.send(ack, ACK); // armed: the client may start
+            try {
+                if (ucx.options().progressMode() == ProgressMode.CALLER) {
+                    while (latch.getCount() > 0) { // this thread drives the worker, and the handler runs in it
+                        ucx.progress();
+                    }
+                } else if (!latch.await(1, java.util.concurrent.TimeUnit.HOURS)) {
+                    throw new IllegalStateException("the client's active messages did not all land within an hour");
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted", e);
+            }
+        }
+
+        @Override
+        public void accept(AmMessage m) {
+            m.close();
+            MemorySegment out = pong;
+            if (out != null) {
+                ep.amSendAsync(EMPTY, out); // its failure shows as the client's missing answer
+            }
+            long l = left - 1; // only the worker's thread counts
+            left = l;
+            if (l == 0) {
+                done.countDown();
+            }
+        }
+    }
 
     private static void serveTag(Ucx ucx, Endpoint ep, long mode, MemorySegment b, MemorySegment out, long total,
             int window) {
@@ -178,7 +251,7 @@ final class UcxRuns {
                 ep.send(out, DATA);
                 ep.recv(b, DATA);
             }
-            case AM -> {
+            case AM, AM_HANDLER -> {
                 ep.amSend(EMPTY, out);
                 ep.amRecv().close();
             }
@@ -211,7 +284,7 @@ final class UcxRuns {
                 }
                 ring[k] = switch (api) {
                     case TAG -> ep.sendAsync(b, DATA);
-                    case AM -> ep.amSendAsync(EMPTY, b);
+                    case AM, AM_HANDLER -> ep.amSendAsync(EMPTY, b);
                     case STREAM -> ep.streamSendAsync(b);
                     case RMA -> ep.getAsync(b, key, 0);
                 };
@@ -279,5 +352,8 @@ final class UcxRuns {
         cmd.setAtIndex(ValueLayout.JAVA_LONG, 2, total);
         cmd.setAtIndex(ValueLayout.JAVA_LONG, 3, window);
         ep.send(cmd, CTRL);
+        if (api == Api.AM_HANDLER && mode != QUIT) {
+            ep.recv(arena.allocate(8), ACK, Duration.ofMinutes(1)); // the server's handler is armed for it
+        }
     }
 }

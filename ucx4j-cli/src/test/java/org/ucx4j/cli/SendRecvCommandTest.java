@@ -31,7 +31,7 @@ class SendRecvCommandTest {
     @Test
     void badArgumentsAreRefusedInOneLineBeforeAnythingStarts() {
         String[][] cases = {
-            {"--api", "foo", "--api must be tag, am, stream or rma, got foo"},
+            {"--api", "foo", "--api must be tag, am, am-handler, stream or rma, got foo"},
             {"--size", "128m", "--size must be 0 to 64m"},
             {"--iters", "0", "--iters and --window must be positive"},
             {"--warmup", "-1", "--warmup not negative"},
@@ -88,6 +88,23 @@ class SendRecvCommandTest {
         // 64 sends of 1 MiB: the endpoint's per-peer figures count them (transfers >= 1 MB)
         String stats = bw.get("peer_stats").asText();
         assertTrue(stats.matches("\\d+ MB/s \\d+ MB/s \\d+ MB/s \\(\\d+ bytes\\)"), stats);
+    }
+
+    @Test
+    void activeMessagesTakenByTheServersHandlerAreAllCounted() throws Exception {
+        // the server counts the messages in its handler and acknowledges the last: a lost or uncounted one would
+        // leave the client waiting (the run would fail), and a ping without its pong would stall the ping-pong
+        for (String progress : new String[] {"caller", "blocking"}) { // the handler on the caller, then on the
+            JsonNode lat = runJson("bench", "send-recv", "--api", "am-handler", "--size", "8", "--iters", "500",
+                    "--warmup", "0", "--progress", progress, "--format", "json"); // worker's own thread
+            assertEquals("am-handler", lat.get("api").asText(), lat.toString());
+            assertEquals(500, lat.get("iters").asLong());
+            assertTrue(lat.get("p50_us").asDouble() > 0, lat.toString());
+            JsonNode bw = runJson("bench", "send-recv", "--api", "am-handler", "--mode", "bandwidth", "--size", "1m",
+                    "--iters", "64", "--warmup", "0", "--progress", progress, "--format", "json");
+            assertEquals("am-handler", bw.get("api").asText(), bw.toString());
+            assertTrue(bw.get("mbps").asDouble() > 0, bw.toString());
+        }
     }
 
     @Test
