@@ -27,32 +27,41 @@ public final class AmMessage implements AutoCloseable {
         this.checked = checked ? new ReceivedMemory(data) : null;
     }
 
-    /** The sender's header (read-only). */
+    /** {@return the sender's header (read-only; heap memory, still readable after {@link #close()})} */
     public MemorySegment header() {
         return MemorySegment.ofArray(data.header()).asReadOnly();
     }
 
-    /** A copy of the sender's header. */
+    /** {@return a copy of the sender's header} */
     public byte[] headerBytes() {
         return data.header().clone();
     }
 
-    /** The payload, valid until {@link #close()}. */
+    /**
+     * {@return the payload, valid until {@link #close()}}
+     *
+     * @throws IllegalStateException if the message is closed
+     */
     public MemorySegment payload() {
         ReceivedMemory.checkOpen(data, "message is");
         return checked == null ? data.payload() : checked.payload;
     }
 
-    /** A copy of the payload. */
+    /**
+     * {@return a copy of the payload}
+     *
+     * @throws IllegalStateException if the message is closed
+     */
     public byte[] payloadBytes() {
         return payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
     }
 
+    /** {@return the payload's length in bytes (known after {@link #close()} too)} */
     public long payloadLength() {
         return data.payload().byteSize();
     }
 
-    /** The endpoint it came on, or null when it came from a raw peer ({@link Ucx#amRecv()}). */
+    /** {@return the endpoint it came on, or null when it came from a raw peer ({@link Ucx#amRecv()})} */
     public Endpoint endpoint() {
         return endpoint;
     }

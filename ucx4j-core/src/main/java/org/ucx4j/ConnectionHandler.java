@@ -6,5 +6,11 @@ package org.ucx4j;
  */
 @FunctionalInterface
 public interface ConnectionHandler {
+    /**
+     * Serves one accepted connection.
+     *
+     * @param endpoint the accepted endpoint; it stays open when this returns, so close it when done with it
+     * @throws Exception any failure: an endpoint still alive is then aborted and the error logged
+     */
     void onConnection(Endpoint endpoint) throws Exception;
 }

@@ -51,18 +51,48 @@ public final class Endpoint implements AutoCloseable {
 
     // ---------------------------------------------------------------- send
 
+    /**
+     * {@link #sendAsync(MemorySegment, int)} with tag 0.
+     *
+     * @param buf native memory to send, valid and untouched until the future completes
+     * @return a future of the number of bytes sent
+     */
     public CompletableFuture<Long> sendAsync(MemorySegment buf) {
         return sendAsync(buf, 0);
     }
 
+    /**
+     * Sends {@code buf} as one tag message to the peer's endpoint, whose {@link #recv(MemorySegment, int)} with the
+     * same {@code tag} receives it. A message small enough may go out inside the call: the future is then already done.
+     *
+     * @param buf native memory to send, valid and untouched until the future completes
+     * @param tag the user tag, any {@code int} (a raw endpoint puts it on the wire zero-extended)
+     * @return a future of the number of bytes sent; it completes once UCX is done with {@code buf}, not when the peer
+     *     has received it
+     */
     public CompletableFuture<Long> sendAsync(MemorySegment buf, int tag) {
         return sendSegmentAsync(Buffers.segment(buf, false), core.sendTag(tag));
     }
 
+    /**
+     * {@link #sendAsync(MemorySegment, int)} of a direct buffer's bytes between position and limit (the position is
+     * not moved).
+     *
+     * @param buf direct buffer to send, untouched until the future completes
+     * @param tag the user tag
+     * @return a future of the number of bytes sent
+     */
     public CompletableFuture<Long> sendAsync(ByteBuffer buf, int tag) {
         return sendAsync(Buffers.segment(buf, false), tag);
     }
 
+    /**
+     * {@link #sendAsync(MemorySegment, int)} of a copy of {@code buf}, which may be reused at once.
+     *
+     * @param buf the bytes to send (copied)
+     * @param tag the user tag
+     * @return a future of the number of bytes sent
+     */
     public CompletableFuture<Long> sendAsync(byte[] buf, int tag) {
         ucx.checkOpen();
         long copy = Buffers.copyIn(buf);
@@ -71,71 +101,165 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
+    /**
+     * {@link #send(MemorySegment, int)} with tag 0.
+     *
+     * @param buf native memory to send
+     */
     public void send(MemorySegment buf) {
         send(buf, 0);
     }
 
+    /**
+     * {@link #sendAsync(MemorySegment, int)}, waiting until UCX is done with {@code buf} (not until the peer has
+     * received it).
+     *
+     * @param buf native memory to send
+     * @param tag the user tag, any {@code int}
+     */
     public void send(MemorySegment buf, int tag) {
         sendSegment(Buffers.segment(buf, false), core.sendTag(tag), -1);
     }
 
+    /**
+     * {@link #send(MemorySegment, int)} within {@code timeout}.
+     *
+     * @param buf native memory to send
+     * @param tag the user tag
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}, and a send UCX already holds
+     *     aborts the endpoint
+     */
     public void send(MemorySegment buf, int tag, Duration timeout) {
         long t = Buffers.nanos(timeout);
         sendSegment(Buffers.segment(buf, false), core.sendTag(tag), t);
     }
 
+    /**
+     * {@link #send(ByteBuffer, int)} with tag 0.
+     *
+     * @param buf direct buffer to send
+     */
     public void send(ByteBuffer buf) {
         send(Buffers.segment(buf, false), 0);
     }
 
+    /**
+     * {@link #send(MemorySegment, int)} of a direct buffer's bytes between position and limit (the position is not
+     * moved).
+     *
+     * @param buf direct buffer to send
+     * @param tag the user tag
+     */
     public void send(ByteBuffer buf, int tag) {
         send(Buffers.segment(buf, false), tag);
     }
 
+    /**
+     * {@link #send(ByteBuffer, int)} within {@code timeout}.
+     *
+     * @param buf direct buffer to send
+     * @param tag the user tag
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}, and a send UCX already holds
+     *     aborts the endpoint
+     */
     public void send(ByteBuffer buf, int tag, Duration timeout) {
         send(Buffers.segment(buf, false), tag, timeout);
     }
 
+    /**
+     * {@link #send(byte[], int)} with tag 0.
+     *
+     * @param buf the bytes to send (copied)
+     */
     public void send(byte[] buf) {
         send(buf, 0);
     }
 
+    /**
+     * {@link #send(MemorySegment, int)} of a copy of {@code buf}.
+     *
+     * @param buf the bytes to send (copied)
+     * @param tag the user tag
+     */
     public void send(byte[] buf, int tag) {
+        ucx.checkOpen(); // before the copy, as the other forms
         long copy = Buffers.copyIn(buf);
         sendBlocking(engine.tagSend(core, copy, buf.length, core.sendTag(tag), copy, true), -1);
     }
 
+    /**
+     * {@link #send(byte[], int)} within {@code timeout}.
+     *
+     * @param buf the bytes to send (copied)
+     * @param tag the user tag
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}, and a send UCX already holds
+     *     aborts the endpoint
+     */
     public void send(byte[] buf, int tag, Duration timeout) {
         long t = Buffers.nanos(timeout);
+        ucx.checkOpen();
         long copy = Buffers.copyIn(buf);
         sendBlocking(engine.tagSend(core, copy, buf.length, core.sendTag(tag), copy, true), t);
     }
 
-    /** Sends with a worker-level tag (0 .. 2^63-1), received by the peer's {@link Ucx#recvTagged}. */
+    /**
+     * Sends with a worker-level tag (0 .. 2^63-1), received by the peer's {@link Ucx#recvTagged}.
+     *
+     * @param buf native memory to send, valid and untouched until the future completes
+     * @param tag the worker-level tag, 0 .. 2^63-1 ({@link IllegalArgumentException} if negative)
+     * @return a future of the number of bytes sent
+     */
     public CompletableFuture<Long> sendTaggedAsync(MemorySegment buf, long tag) {
         return sendSegmentAsync(Buffers.segment(buf, false), workerTag(tag));
     }
 
+    /**
+     * {@link #sendTaggedAsync(MemorySegment, long)}, waiting until UCX is done with {@code buf}.
+     *
+     * @param buf native memory to send
+     * @param tag the worker-level tag, 0 .. 2^63-1
+     */
     public void sendTagged(MemorySegment buf, long tag) {
         sendSegment(Buffers.segment(buf, false), workerTag(tag), -1);
     }
 
+    /**
+     * {@link #sendTagged(MemorySegment, long)} within {@code timeout}.
+     *
+     * @param buf native memory to send
+     * @param tag the worker-level tag, 0 .. 2^63-1
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}, and a send UCX already holds
+     *     aborts the endpoint
+     */
     public void sendTagged(MemorySegment buf, long tag, Duration timeout) {
         long t = Buffers.nanos(timeout);
         sendSegment(Buffers.segment(buf, false), workerTag(tag), t);
     }
 
+    /**
+     * {@link #sendTagged(MemorySegment, long)} of a copy of {@code buf}.
+     *
+     * @param buf the bytes to send (copied)
+     * @param tag the worker-level tag, 0 .. 2^63-1
+     */
     public void sendTagged(byte[] buf, long tag) {
         sendTagged(buf, tag, -1);
     }
 
-    /** {@link #sendTagged(byte[], long)} within {@code timeout} (as a timed-out send, it aborts the endpoint). */
+    /**
+     * {@link #sendTagged(byte[], long)} within {@code timeout} (as a timed-out send, it aborts the endpoint).
+     *
+     * @param buf the bytes to send (copied)
+     * @param tag the worker-level tag, 0 .. 2^63-1
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     */
     public void sendTagged(byte[] buf, long tag, Duration timeout) {
         sendTagged(buf, tag, Buffers.nanos(timeout));
     }
 
     private void sendTagged(byte[] buf, long tag, long timeoutNanos) {
         long wt = workerTag(tag);
+        ucx.checkOpen();
         long copy = Buffers.copyIn(buf);
         sendBlocking(engine.tagSend(core, copy, buf.length, wt, copy, true), timeoutNanos);
     }
@@ -188,21 +312,49 @@ public final class Endpoint implements AutoCloseable {
 
     // ---------------------------------------------------------------- receive
 
+    /**
+     * {@link #recvAsync(MemorySegment, int)} with tag 0.
+     *
+     * @param buf native memory to receive into, valid until the future completes
+     * @return a future of the message's length in bytes
+     */
     public CompletableFuture<Long> recvAsync(MemorySegment buf) {
         return recvAsync(buf, 0);
     }
 
-    /** Receives the next message the peer sent to this endpoint with {@code tag}; completes with its length. */
+    /**
+     * Receives the next message the peer sent to this endpoint with {@code tag}; completes with its length.
+     *
+     * @param buf native memory to receive into, valid until the future completes
+     * @param tag the user tag the peer sent with
+     * @return a future of the message's length in bytes; it fails with {@link MessageTruncatedException} if the
+     *     message is longer than {@code buf}
+     */
     public CompletableFuture<Long> recvAsync(MemorySegment buf, int tag) {
         Op op = recvOp(Buffers.segment(buf, true), core.recvTag(tag), false);
         engine.submit(op);
         return op;
     }
 
+    /**
+     * {@link #recvAsync(MemorySegment, int)} into a direct buffer, between position and limit (the position is not
+     * moved).
+     *
+     * @param buf writable direct buffer to receive into, valid until the future completes
+     * @param tag the user tag the peer sent with
+     * @return a future of the message's length in bytes
+     */
     public CompletableFuture<Long> recvAsync(ByteBuffer buf, int tag) {
         return recvAsync(Buffers.segment(buf, true), tag);
     }
 
+    /**
+     * {@link #recvAsync(MemorySegment, int)} into an array, by way of a native copy.
+     *
+     * @param buf the array to receive into; it holds the message once the future has completed
+     * @param tag the user tag the peer sent with
+     * @return a future of the message's length in bytes
+     */
     public CompletableFuture<Long> recvAsync(byte[] buf, int tag) {
         ucx.checkOpen();
         long staging = Buffers.staging(buf);
@@ -211,15 +363,35 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
-    /** Receives one message into {@code buf}; returns its length. Throws {@link MessageTruncatedException} if larger. */
+    /**
+     * {@return the length of one message (tag 0), received into {@code buf}} Throws
+     * {@link MessageTruncatedException} if larger.
+     *
+     * @param buf native memory to receive into
+     */
     public long recv(MemorySegment buf) {
         return recv(buf, 0);
     }
 
+    /**
+     * {@link #recvAsync(MemorySegment, int)}, waiting for the message.
+     *
+     * @param buf native memory to receive into
+     * @param tag the user tag the peer sent with
+     * @return the message's length in bytes ({@link MessageTruncatedException} if it is longer than {@code buf})
+     */
     public long recv(MemorySegment buf, int tag) {
         return recvBlocking(Buffers.segment(buf, true), tag, -1);
     }
 
+    /**
+     * {@link #recv(MemorySegment, int)} within {@code timeout}.
+     *
+     * @param buf native memory to receive into
+     * @param tag the user tag the peer sent with
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the message's length in bytes
+     */
     public long recv(MemorySegment buf, int tag, Duration timeout) {
         long t = Buffers.nanos(timeout);
         return recvBlocking(Buffers.segment(buf, true), tag, t);
@@ -237,26 +409,68 @@ public final class Endpoint implements AutoCloseable {
         return engine.await(op, timeoutNanos);
     }
 
+    /**
+     * {@link #recv(ByteBuffer, int)} with tag 0.
+     *
+     * @param buf writable direct buffer to receive into
+     * @return the message's length in bytes
+     */
     public long recv(ByteBuffer buf) {
         return recv(Buffers.segment(buf, true), 0);
     }
 
+    /**
+     * {@link #recv(MemorySegment, int)} into a direct buffer, between position and limit (the position is not moved).
+     *
+     * @param buf writable direct buffer to receive into
+     * @param tag the user tag the peer sent with
+     * @return the message's length in bytes
+     */
     public long recv(ByteBuffer buf, int tag) {
         return recv(Buffers.segment(buf, true), tag);
     }
 
+    /**
+     * {@link #recv(ByteBuffer, int)} within {@code timeout}.
+     *
+     * @param buf writable direct buffer to receive into
+     * @param tag the user tag the peer sent with
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the message's length in bytes
+     */
     public long recv(ByteBuffer buf, int tag, Duration timeout) {
         return recv(Buffers.segment(buf, true), tag, timeout);
     }
 
+    /**
+     * {@link #recv(byte[], int)} with tag 0.
+     *
+     * @param buf the array to receive into
+     * @return the message's length in bytes
+     */
     public long recv(byte[] buf) {
         return recv(buf, 0);
     }
 
+    /**
+     * {@link #recv(MemorySegment, int)} into an array, by way of a native copy.
+     *
+     * @param buf the array to receive into
+     * @param tag the user tag the peer sent with
+     * @return the message's length in bytes
+     */
     public long recv(byte[] buf, int tag) {
         return recvBytes(buf, tag, -1);
     }
 
+    /**
+     * {@link #recv(byte[], int)} within {@code timeout}.
+     *
+     * @param buf the array to receive into
+     * @param tag the user tag the peer sent with
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the message's length in bytes
+     */
     public long recv(byte[] buf, int tag, Duration timeout) {
         return recvBytes(buf, tag, Buffers.nanos(timeout));
     }
@@ -280,6 +494,10 @@ public final class Endpoint implements AutoCloseable {
      * Looks for a message the peer sent to this endpoint with {@code tag}, without receiving it; null if none has
      * arrived. With {@code remove} the message leaves UCX's queue and must be received with
      * {@link #recv(ProbedMessage, MemorySegment)}; otherwise it stays for any receive.
+     *
+     * @param tag the user tag the peer sent with
+     * @param remove whether to take the message out of UCX's queue
+     * @return the message's tag and length, or null if none has arrived
      */
     public ProbedMessage probe(int tag, boolean remove) {
         ucx.checkOpen();
@@ -287,17 +505,37 @@ public final class Endpoint implements AutoCloseable {
         return r == null ? null : new ProbedMessage(r[0], r[1] & 0xffffffffL, r[2], this);
     }
 
-    /** Receives a message a removing {@link #probe} took; returns its length. */
+    /**
+     * {@return the length of a message a removing {@link #probe} took, once received into {@code buf}}
+     *
+     * @param message a message removed by this endpoint's probe, received once only ({@link IllegalStateException}
+     *     if it was only peeked at or was received already)
+     * @param buf native memory to receive into, with room for {@code message.length()} bytes
+     */
     public long recv(ProbedMessage message, MemorySegment buf) {
         return engine.await(submitted(probedOp(message, buf, true)), -1);
     }
 
-    /** {@link #recv(ProbedMessage, MemorySegment)} within {@code timeout}. */
+    /**
+     * {@link #recv(ProbedMessage, MemorySegment)} within {@code timeout}.
+     *
+     * @param message a message removed by this endpoint's probe
+     * @param buf native memory to receive into
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the message's length in bytes
+     */
     public long recv(ProbedMessage message, MemorySegment buf, Duration timeout) {
         long t = Buffers.nanos(timeout);
         return engine.await(submitted(probedOp(message, buf, true)), t);
     }
 
+    /**
+     * {@link #recv(ProbedMessage, MemorySegment)} without waiting.
+     *
+     * @param message a message removed by this endpoint's probe
+     * @param buf native memory to receive into, valid until the future completes
+     * @return a future of the message's length in bytes
+     */
     public CompletableFuture<Long> recvAsync(ProbedMessage message, MemorySegment buf) {
         return submitted(probedOp(message, buf, false));
     }
@@ -318,6 +556,9 @@ public final class Endpoint implements AutoCloseable {
     /**
      * Sends bytes on the endpoint's ordered byte stream (UCX stream API: no message boundaries, no tags). Completes
      * with the byte count. A timed-out or canceled stream operation aborts the endpoint, since UCX cannot withdraw it.
+     *
+     * @param buf native memory to send, valid and untouched until the future completes
+     * @return a future of the number of bytes sent
      */
     public CompletableFuture<Long> streamSendAsync(MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, false);
@@ -325,10 +566,21 @@ public final class Endpoint implements AutoCloseable {
         return op == InCall.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
+    /**
+     * {@link #streamSendAsync(MemorySegment)}, waiting until UCX is done with {@code buf}.
+     *
+     * @param buf native memory to send
+     */
     public void streamSend(MemorySegment buf) {
         streamSend(buf, -1);
     }
 
+    /**
+     * {@link #streamSend(MemorySegment)} within {@code timeout} (as a timed-out stream send, it aborts the endpoint).
+     *
+     * @param buf native memory to send
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     */
     public void streamSend(MemorySegment buf, Duration timeout) {
         streamSend(buf, Buffers.nanos(timeout));
     }
@@ -356,11 +608,21 @@ public final class Endpoint implements AutoCloseable {
         }
     }
 
+    /**
+     * {@link #streamSend(MemorySegment)} of a copy of {@code buf}.
+     *
+     * @param buf the bytes to send (copied)
+     */
     public void streamSend(byte[] buf) {
         streamSend(buf, -1);
     }
 
-    /** {@link #streamSend(byte[])} within {@code timeout} (as a timed-out stream send, it aborts the endpoint). */
+    /**
+     * {@link #streamSend(byte[])} within {@code timeout} (as a timed-out stream send, it aborts the endpoint).
+     *
+     * @param buf the bytes to send (copied)
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     */
     public void streamSend(byte[] buf, Duration timeout) {
         streamSend(buf, Buffers.nanos(timeout));
     }
@@ -373,42 +635,90 @@ public final class Endpoint implements AutoCloseable {
         engine.await(op, timeoutNanos);
     }
 
-    /** Receives exactly {@code buf.byteSize()} stream bytes. */
+    /**
+     * Receives exactly {@code buf.byteSize()} stream bytes.
+     *
+     * @param buf native memory to fill, at least one byte ({@link IllegalArgumentException} if empty), valid until
+     *     the future completes
+     * @return a future of the number of bytes received, {@code buf.byteSize()}
+     */
     public CompletableFuture<Long> streamRecvAsync(MemorySegment buf) {
         return streamRecvOp(buf, true, false);
     }
 
-    /** Receives whatever stream bytes are available, at least one, at most {@code buf.byteSize()}; returns the count. */
+    /**
+     * Receives whatever stream bytes are available, at least one, at most {@code buf.byteSize()}; returns the
+     * count.
+     *
+     * @param buf native memory to receive into, at least one byte, valid until the future completes
+     * @return a future of the number of bytes received
+     */
     public CompletableFuture<Long> streamRecvSomeAsync(MemorySegment buf) {
         return streamRecvOp(buf, false, false);
     }
 
-    /** Receives exactly {@code buf.byteSize()} stream bytes. */
+    /**
+     * Receives exactly {@code buf.byteSize()} stream bytes.
+     *
+     * @param buf native memory to fill, at least one byte ({@link IllegalArgumentException} if empty)
+     * @return the number of bytes received, {@code buf.byteSize()}
+     */
     public long streamRecv(MemorySegment buf) {
         return engine.await(streamRecvOp(buf, true, true), -1);
     }
 
+    /**
+     * {@link #streamRecv(MemorySegment)} within {@code timeout} (as a timed-out stream receive, it aborts the
+     * endpoint).
+     *
+     * @param buf native memory to fill, at least one byte
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the number of bytes received, {@code buf.byteSize()}
+     */
     public long streamRecv(MemorySegment buf, Duration timeout) {
         long t = Buffers.nanos(timeout);
         return engine.await(streamRecvOp(buf, true, true), t);
     }
 
-    /** Receives whatever stream bytes are available (at least one); returns the count. */
+    /**
+     * {@return the count of whatever stream bytes are available (at least one), received into {@code buf}}
+     *
+     * @param buf native memory to receive into, at least one byte; at most {@code buf.byteSize()} are received
+     */
     public long streamRecvSome(MemorySegment buf) {
         return engine.await(streamRecvOp(buf, false, true), -1);
     }
 
+    /**
+     * {@link #streamRecvSome(MemorySegment)} within {@code timeout} (as a timed-out stream receive, it aborts the
+     * endpoint).
+     *
+     * @param buf native memory to receive into, at least one byte
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the number of bytes received
+     */
     public long streamRecvSome(MemorySegment buf, Duration timeout) {
         long t = Buffers.nanos(timeout);
         return engine.await(streamRecvOp(buf, false, true), t);
     }
 
-    /** Receives exactly {@code buf.length} stream bytes into the array. */
+    /**
+     * Receives exactly {@code buf.length} stream bytes into the array.
+     *
+     * @param buf the array to fill, at least one byte long ({@link IllegalArgumentException} if empty)
+     * @return the number of bytes received, {@code buf.length}
+     */
     public long streamRecv(byte[] buf) {
         return streamRecv(buf, -1);
     }
 
-    /** {@link #streamRecv(byte[])} within {@code timeout} (as a timed-out stream receive, it aborts the endpoint). */
+    /**
+     * {@link #streamRecv(byte[])} within {@code timeout} (as a timed-out stream receive, it aborts the endpoint).
+     *
+     * @param buf the array to fill, at least one byte long
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the number of bytes received, {@code buf.length}
+     */
     public long streamRecv(byte[] buf, Duration timeout) {
         return streamRecv(buf, Buffers.nanos(timeout));
     }
@@ -443,16 +753,35 @@ public final class Endpoint implements AutoCloseable {
      * ({@link #amRecv()}); large payloads go by rendezvous straight into that memory. A native payload is sent in
      * place and must stay valid until completion; a heap payload is copied. On a raw endpoint the header goes on
      * the wire exactly as given, with UCX AM id 0.
+     *
+     * @param header the user header, at most {@link Ucx#maxActiveMessageHeader()} bytes
+     *     ({@link IllegalArgumentException} if longer)
+     * @param payload the payload: native memory, valid and untouched until the future completes, or heap memory
+     * @return a future of the payload's size in bytes
      */
     public CompletableFuture<Long> amSendAsync(MemorySegment header, MemorySegment payload) {
         Op op = startAmSend(header, payload, false);
         return op == InCall.SENT ? engine.completed(payload.byteSize()) : op;
     }
 
+    /**
+     * {@link #amSendAsync(MemorySegment, MemorySegment)}, waiting until UCX is done with the payload.
+     *
+     * @param header the user header (copied)
+     * @param payload the payload, native (sent in place) or heap (copied)
+     */
     public void amSend(MemorySegment header, MemorySegment payload) {
         amSend(header, payload, -1);
     }
 
+    /**
+     * {@link #amSend(MemorySegment, MemorySegment)} within {@code timeout}.
+     *
+     * @param header the user header (copied)
+     * @param payload the payload, native (sent in place) or heap (copied)
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}, and a send UCX already holds
+     *     aborts the endpoint
+     */
     public void amSend(MemorySegment header, MemorySegment payload, Duration timeout) {
         amSend(header, payload, Buffers.nanos(timeout));
     }
@@ -484,12 +813,24 @@ public final class Endpoint implements AutoCloseable {
         }
     }
 
+    /**
+     * {@link #amSend(MemorySegment, MemorySegment)} of arrays, which are copied.
+     *
+     * @param header the user header (copied)
+     * @param payload the payload (copied)
+     */
     public void amSend(byte[] header, byte[] payload) {
         amSend(MemorySegment.ofArray(Objects.requireNonNull(header, "header")),
                 MemorySegment.ofArray(Objects.requireNonNull(payload, "payload")));
     }
 
-    /** {@link #amSend(byte[], byte[])} within {@code timeout} (as a timed-out send, it aborts the endpoint). */
+    /**
+     * {@link #amSend(byte[], byte[])} within {@code timeout} (as a timed-out send, it aborts the endpoint).
+     *
+     * @param header the user header (copied)
+     * @param payload the payload (copied)
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     */
     public void amSend(byte[] header, byte[] payload, Duration timeout) {
         amSend(MemorySegment.ofArray(Objects.requireNonNull(header, "header")),
                 MemorySegment.ofArray(Objects.requireNonNull(payload, "payload")), timeout);
@@ -497,13 +838,17 @@ public final class Endpoint implements AutoCloseable {
 
     /**
      * Hands every active message of this endpoint to {@code handler} as it lands, on the thread driving the worker
-     * (its progress thread, or a thread that borrowed the worker for a blocking call), in arrival order, instead of keeping it for {@link #amRecv()}; messages that arrived earlier go first. Saves
-     * the hand-off to a receiving thread (UCXX's AM receiver callback), for code that owns its latency: the
-     * handler must be quick and must never block, since the worker makes no progress meanwhile. It may keep the
-     * message and close it later from any thread; the async methods it calls start without a hand-off. If it
-     * throws, the error is logged and the message closed. Set once; afterwards {@code amRecv} fails with
+     * (its progress thread, or a thread that borrowed the worker for a blocking call), in arrival order, instead
+     * of keeping it for {@link #amRecv()}; messages that arrived earlier go first. Saves the hand-off to a
+     * receiving thread (UCXX's AM receiver callback), for code that owns its latency: the handler must be quick
+     * and must never block, since the worker makes no progress meanwhile. It may keep the message and close it
+     * later from any thread; the async methods it calls start without a hand-off. If it throws, the error is
+     * logged and the message closed. Set once; afterwards {@code amRecv} fails with
      * {@link IllegalStateException}, and so do receives that were waiting. A failed endpoint reports through
      * {@link #onClose}.
+     *
+     * @param handler takes each message, which it closes (at once or later) to give its memory back
+     * @throws IllegalStateException if the endpoint already has a handler, or is a raw endpoint
      */
     public void onActiveMessage(java.util.function.Consumer<AmMessage> handler) {
         Objects.requireNonNull(handler, "handler");
@@ -530,7 +875,12 @@ public final class Endpoint implements AutoCloseable {
         }
     }
 
-    /** The next active message the peer sent to this endpoint (in arrival order), in receiver-allocated memory. */
+    /**
+     * {@return a future of the next active message the peer sent to this endpoint (in arrival order), in
+     * receiver-allocated memory} Close the message to give that memory back.
+     *
+     * @throws IllegalStateException if the endpoint has an {@linkplain #onActiveMessage handler}
+     */
     public CompletableFuture<AmMessage> amRecvAsync() {
         ucx.checkOpen();
         checkNoHandler();
@@ -538,12 +888,24 @@ public final class Endpoint implements AutoCloseable {
         return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this, checked), true);
     }
 
+    /**
+     * {@link #amRecvAsync()}, waiting for the message.
+     *
+     * @return the message, in receiver-allocated memory that closing it gives back
+     * @throws IllegalStateException if the endpoint has an {@linkplain #onActiveMessage handler}
+     */
     public AmMessage amRecv() {
         checkNoHandler();
         return new AmMessage(take(AmWire.PLAIN, -1, "active message receive"), this,
                 ucx.options().checkedMessages());
     }
 
+    /**
+     * {@link #amRecv()} within {@code timeout}.
+     *
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the message, in receiver-allocated memory that closing it gives back
+     */
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkNoHandler();
@@ -583,6 +945,8 @@ public final class Endpoint implements AutoCloseable {
      * count, sizes and memory types, then the frames gathered in one transfer. The receiver allocates once and gets
      * them back as {@link Frames}. Native frames are sent in place; heap frames are copied.
      *
+     * @param frames the frames; native ones valid and untouched until the future completes
+     * @return a future of the frames' total size in bytes
      * @throws IllegalArgumentException with more frames than {@link UcxOptions#withMaxFrames} allows
      */
     public CompletableFuture<Long> sendFramesAsync(List<MemorySegment> frames) {
@@ -591,26 +955,52 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
+    /**
+     * {@link #sendFramesAsync(List)}, waiting until UCX is done with the frames.
+     *
+     * @param frames the frames, native (sent in place) or heap (copied)
+     */
     public void sendFrames(List<MemorySegment> frames) {
         engine.await(submitted(framesOp(frames, true)), -1);
     }
 
+    /**
+     * {@link #sendFrames(List)} within {@code timeout}.
+     *
+     * @param frames the frames, native (sent in place) or heap (copied)
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}, and a send UCX already holds
+     *     aborts the endpoint
+     */
     public void sendFrames(List<MemorySegment> frames, Duration timeout) {
         long t = Buffers.nanos(timeout);
         engine.await(submitted(framesOp(frames, true)), t);
     }
 
-    /** The next multi-frame message; fails with {@link MessageRefusedException} if the peer's header is over a cap. */
+    /**
+     * {@return a future of the next multi-frame message} It fails with {@link MessageRefusedException} if the
+     * peer's header is over a cap. Close the {@link Frames} to give their memory back.
+     */
     public CompletableFuture<Frames> recvFramesAsync() {
         ucx.checkOpen();
         boolean checked = ucx.options().checkedMessages();
         return Ucx.adapt(engine.amTake(core, AmWire.FRAMES), d -> new Frames(d, checked), true);
     }
 
+    /**
+     * {@link #recvFramesAsync()}, waiting for the message.
+     *
+     * @return the frames, in receiver-allocated memory that closing them gives back
+     */
     public Frames recvFrames() {
         return new Frames(take(AmWire.FRAMES, -1, "frames receive"), ucx.options().checkedMessages());
     }
 
+    /**
+     * {@link #recvFrames()} within {@code timeout}.
+     *
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the frames, in receiver-allocated memory that closing them gives back
+     */
     public Frames recvFrames(Duration timeout) {
         long t = Buffers.nanos(timeout);
         return new Frames(take(AmWire.FRAMES, t, "frames receive"), ucx.options().checkedMessages());
@@ -630,50 +1020,95 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
-    /** Sends a byte sequence (say, a serialized object) that {@link #recvObject()} gets back as a {@code byte[]}. */
+    /**
+     * Sends a byte sequence (say, a serialized object) that {@link #recvObject()} gets back as a {@code byte[]}.
+     *
+     * @param object the bytes to send (copied)
+     * @return a future of the object's size in bytes
+     */
     public CompletableFuture<Long> sendObjectAsync(byte[] object) {
         Op op = objectOp(MemorySegment.ofArray(Objects.requireNonNull(object, "object")), false);
         engine.submit(op);
         return op;
     }
 
-    /** {@link #sendObjectAsync(byte[])} from native memory, which must stay untouched until the future completes. */
+    /**
+     * {@link #sendObjectAsync(byte[])} from native memory, which must stay untouched until the future completes.
+     *
+     * @param object the bytes to send: native memory (sent in place) or heap memory (copied)
+     * @return a future of the object's size in bytes
+     */
     public CompletableFuture<Long> sendObjectAsync(MemorySegment object) {
         Op op = objectOp(Objects.requireNonNull(object, "object"), false);
         engine.submit(op);
         return op;
     }
 
+    /**
+     * {@link #sendObjectAsync(byte[])}, waiting until the send completes.
+     *
+     * @param object the bytes to send (copied)
+     */
     public void sendObject(byte[] object) {
         engine.await(submitted(objectOp(MemorySegment.ofArray(Objects.requireNonNull(object, "object")), true)), -1);
     }
 
-    /** {@link #sendObject(byte[])} within {@code timeout} (as a timed-out send, it aborts the endpoint). */
+    /**
+     * {@link #sendObject(byte[])} within {@code timeout} (as a timed-out send, it aborts the endpoint).
+     *
+     * @param object the bytes to send (copied)
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     */
     public void sendObject(byte[] object, Duration timeout) {
         long t = Buffers.nanos(timeout);
         engine.await(submitted(objectOp(MemorySegment.ofArray(Objects.requireNonNull(object, "object")), true)), t);
     }
 
+    /**
+     * {@link #sendObjectAsync(MemorySegment)}, waiting until UCX is done with {@code object}.
+     *
+     * @param object the bytes to send: native memory (sent in place) or heap memory (copied)
+     */
     public void sendObject(MemorySegment object) {
         engine.await(submitted(objectOp(Objects.requireNonNull(object, "object"), true)), -1);
     }
 
-    /** {@link #sendObject(MemorySegment)} within {@code timeout} (as a timed-out send, it aborts the endpoint). */
+    /**
+     * {@link #sendObject(MemorySegment)} within {@code timeout} (as a timed-out send, it aborts the endpoint).
+     *
+     * @param object the bytes to send: native memory (sent in place) or heap memory (copied)
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     */
     public void sendObject(MemorySegment object, Duration timeout) {
         long t = Buffers.nanos(timeout);
         engine.await(submitted(objectOp(Objects.requireNonNull(object, "object"), true)), t);
     }
 
+    /**
+     * {@link #recvObject()} without waiting.
+     *
+     * @return a future of the next object's bytes; it fails with {@link MessageRefusedException} if the object is over
+     *     {@link UcxOptions#withMaxMessageBytes}
+     */
     public CompletableFuture<byte[]> recvObjectAsync() {
         ucx.checkOpen();
         return Ucx.adapt(engine.amTake(core, AmWire.OBJECT), Endpoint::objectBytes, false);
     }
 
-    /** The next object; {@link MessageRefusedException} if it is over {@link UcxOptions#withMaxMessageBytes}. */
+    /**
+     * {@return the next object, a copy (no memory to give back)} {@link MessageRefusedException} if it is over
+     * {@link UcxOptions#withMaxMessageBytes}.
+     */
     public byte[] recvObject() {
         return objectBytes(take(AmWire.OBJECT, -1, "object receive"));
     }
 
+    /**
+     * {@link #recvObject()} within {@code timeout}.
+     *
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}
+     * @return the next object's bytes
+     */
     public byte[] recvObject(Duration timeout) {
         long t = Buffers.nanos(timeout);
         return objectBytes(take(AmWire.OBJECT, t, "object receive"));
@@ -700,6 +1135,9 @@ public final class Endpoint implements AutoCloseable {
     /**
      * Turns a peer's {@link MemoryRegion#packRemoteKey()} bytes into a key usable on this endpoint. Corrupted,
      * truncated or foreign bytes are refused with {@link IllegalArgumentException} before UCX sees them.
+     *
+     * @param packed the bytes of the peer's {@link MemoryRegion#packRemoteKey()}
+     * @return a key for {@link #put} and {@link #get} on this endpoint only; close it once its operations completed
      */
     public RemoteKey unpackRemoteKey(byte[] packed) {
         ucx.checkOpen();
@@ -709,28 +1147,83 @@ public final class Endpoint implements AutoCloseable {
         return new RemoteKey(this, engine, region[0], region[1], rkey);
     }
 
-    /** Writes {@code src} into the peer's region at {@code remoteOffset}; completes when done locally. */
+    /**
+     * Writes {@code src} into the peer's region at {@code remoteOffset}; completes when done locally.
+     *
+     * @param src native memory to write, valid and untouched until the future completes
+     * @param key a key {@linkplain #unpackRemoteKey unpacked} on this endpoint
+     * @param remoteOffset the byte offset into the peer's region; the access must lie within the region
+     *     ({@link IndexOutOfBoundsException} otherwise)
+     * @return a future of the number of bytes written; they are sure to be at the peer only after
+     *     {@link #flushAsync()}
+     */
     public CompletableFuture<Long> putAsync(MemorySegment src, RemoteKey key, long remoteOffset) {
         return rmaAsync(false, src, key, remoteOffset);
     }
 
+    /**
+     * {@link #putAsync(MemorySegment, RemoteKey, long)}, waiting until it is done locally.
+     *
+     * @param src native memory to write
+     * @param key a key {@linkplain #unpackRemoteKey unpacked} on this endpoint
+     * @param remoteOffset the byte offset into the peer's region; the access must lie within the region
+     *     ({@link IndexOutOfBoundsException} otherwise)
+     */
     public void put(MemorySegment src, RemoteKey key, long remoteOffset) {
         rma(false, src, key, remoteOffset, -1);
     }
 
+    /**
+     * {@link #put(MemorySegment, RemoteKey, long)} within {@code timeout}.
+     *
+     * @param src native memory to write
+     * @param key a key {@linkplain #unpackRemoteKey unpacked} on this endpoint
+     * @param remoteOffset the byte offset into the peer's region; the access must lie within the region
+     *     ({@link IndexOutOfBoundsException} otherwise)
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}, and a put UCX already holds aborts the
+     *     endpoint
+     */
     public void put(MemorySegment src, RemoteKey key, long remoteOffset, Duration timeout) {
         rma(false, src, key, remoteOffset, Buffers.nanos(timeout));
     }
 
-    /** Reads {@code dst.byteSize()} bytes of the peer's region at {@code remoteOffset} into {@code dst}. */
+    /**
+     * Reads {@code dst.byteSize()} bytes of the peer's region at {@code remoteOffset} into {@code dst}.
+     *
+     * @param dst writable native memory to read into, valid until the future completes
+     * @param key a key {@linkplain #unpackRemoteKey unpacked} on this endpoint
+     * @param remoteOffset the byte offset into the peer's region; the access must lie within the region
+     *     ({@link IndexOutOfBoundsException} otherwise)
+     * @return a future of the number of bytes read, {@code dst.byteSize()}
+     */
     public CompletableFuture<Long> getAsync(MemorySegment dst, RemoteKey key, long remoteOffset) {
         return rmaAsync(true, dst, key, remoteOffset);
     }
 
+    /**
+     * {@link #getAsync(MemorySegment, RemoteKey, long)}, waiting for the data.
+     *
+     * @param dst writable native memory to read into
+     * @param key a key {@linkplain #unpackRemoteKey unpacked} on this endpoint
+     * @param remoteOffset the byte offset into the peer's region; the access must lie within the region
+     *     ({@link IndexOutOfBoundsException} otherwise)
+     * @return the number of bytes read, {@code dst.byteSize()}
+     */
     public long get(MemorySegment dst, RemoteKey key, long remoteOffset) {
         return rma(true, dst, key, remoteOffset, -1);
     }
 
+    /**
+     * {@link #get(MemorySegment, RemoteKey, long)} within {@code timeout}.
+     *
+     * @param dst writable native memory to read into
+     * @param key a key {@linkplain #unpackRemoteKey unpacked} on this endpoint
+     * @param remoteOffset the byte offset into the peer's region; the access must lie within the region
+     *     ({@link IndexOutOfBoundsException} otherwise)
+     * @param timeout the longest wait; past it {@link UcxTimeoutException}, and a get UCX already holds aborts the
+     *     endpoint
+     * @return the number of bytes read, {@code dst.byteSize()}
+     */
     public long get(MemorySegment dst, RemoteKey key, long remoteOffset, Duration timeout) {
         return rma(true, dst, key, remoteOffset, Buffers.nanos(timeout));
     }
@@ -779,12 +1272,17 @@ public final class Endpoint implements AutoCloseable {
         return rkey;
     }
 
-    /** Completes when every put, get and send issued on this endpoint before it has completed at the peer. */
+    /**
+     * Completes when every put, get and send issued on this endpoint before it has completed at the peer.
+     *
+     * @return a future of 0 that completes once they have
+     */
     public CompletableFuture<Long> flushAsync() {
         ucx.checkOpen();
         return submitted(engine.rmaFlush(core, false));
     }
 
+    /** {@link #flushAsync()}, waiting until it completes. */
     public void flush() {
         ucx.checkOpen();
         engine.await(submitted(engine.rmaFlush(core, true)), -1);
@@ -794,6 +1292,8 @@ public final class Endpoint implements AutoCloseable {
      * {@link #flush()} for at most {@code timeout}: past it a {@link UcxTimeoutException}, and the flush, which UCX
      * cannot withdraw and which holds none of the caller's memory, completes in the background; the endpoint lives
      * on (so does it when {@link #flushAsync()}'s future is canceled).
+     *
+     * @param timeout the longest wait
      */
     public void flush(Duration timeout) {
         long t = Buffers.nanos(timeout);
@@ -810,7 +1310,7 @@ public final class Endpoint implements AutoCloseable {
 
     // ---------------------------------------------------------------- lifecycle
 
-    /** Bytes, messages and large-transfer bandwidth quantiles of this endpoint so far. */
+    /** {@return bytes, messages and large-transfer bandwidth quantiles of this endpoint so far} */
     public EndpointStats stats() {
         org.ucx4j.internal.engine.PeerStats s = core.stats();
         double[] q = s.bandwidthQuantiles(0.25, 0.5, 0.75);
@@ -823,6 +1323,8 @@ public final class Endpoint implements AutoCloseable {
      * it (UCX-Py's {@code close_after_n_recv}): tag and stream receives that complete, and active messages (frames
      * and objects too, one each) as they arrive; gets, which this side issues, do not count. {@code n == 0} closes
      * now.
+     *
+     * @param n the number of receives to wait for, 0 or more ({@link IllegalArgumentException} if negative)
      */
     public void closeAfterReceives(long n) {
         if (n < 0) {
@@ -832,36 +1334,43 @@ public final class Endpoint implements AutoCloseable {
         core.closeAfterReceives(n, this::close);
     }
 
-    /** Starts a graceful close and returns at once; the future completes when the endpoint is released. */
+    /**
+     * Starts a graceful close and returns at once; the future completes when the endpoint is released.
+     *
+     * @return {@link #closeFuture()}
+     */
     public CompletableFuture<Void> closeAsync() {
         Thread.ofVirtual().name("ucx4j-close-" + core.peer()).start(this::close);
         return closeFuture();
     }
 
-    /** A process-unique random id (UUID). */
+    /** {@return a process-unique random id (UUID)} */
     public UUID id() {
         return core.id();
     }
 
-    /** "host:port" of the peer as UCX saw it. */
+    /**
+     * {@return "host:port" of the peer, as its connection's socket saw it} For a raw endpoint, {@code worker-address:}
+     * and a hash of the address.
+     */
     public String remoteAddress() {
         return core.peer();
     }
 
-    /** The peer's process id, from the ucx4j handshake. */
+    /** {@return the peer's process id, from the ucx4j handshake} 0 for a raw endpoint, which has none. */
     public long peerPid() {
         return core.peerPid();
     }
 
     /**
-     * True until {@link #close} or {@link #abort} is called, the endpoint is closed otherwise, or its peer is found
-     * dead.
+     * {@return true until {@link #close} or {@link #abort} is called, the endpoint is closed otherwise, or its peer
+     * is found dead}
      */
     public boolean isAlive() {
         return !closeCalled && core.isAlive() && !engine.isTerminated();
     }
 
-    /** True once the endpoint's UCX resources are released. */
+    /** {@return true once the endpoint's UCX resources are released} */
     public boolean isClosed() {
         return core.isClosed() || engine.isTerminated();
     }
@@ -869,24 +1378,29 @@ public final class Endpoint implements AutoCloseable {
     /**
      * Runs {@code callback} once when the endpoint is closed: with null after a local close, with the cause after
      * a peer failure. Never runs on the progress thread.
+     *
+     * @param callback gets null or the cause; also run when added after the endpoint closed
      */
     public void onClose(Consumer<Throwable> callback) {
         core.onClose(Objects.requireNonNull(callback, "callback"));
     }
 
-    /** Completes when the endpoint is closed and released. */
+    /** {@return a future that completes when the endpoint is closed and released} */
     public CompletableFuture<Void> closeFuture() {
         return core.closedFuture();
     }
 
-    /** UCX's description of the endpoint's lanes and transports ({@code ucp_ep_print_info}). */
+    /**
+     * {@return UCX's description of the endpoint's lanes and transports ({@code ucp_ep_print_info})} Empty once
+     * closed.
+     */
     public String info() {
         return isClosed() ? "" : engine.endpointInfo(core);
     }
 
     /**
-     * The transports this endpoint's lanes use, as {@code transport/device} (e.g. {@code [posix/memory]} between
-     * processes on one host, {@code [tcp/eth0]} across hosts without RDMA); empty once closed.
+     * {@return the transports this endpoint's lanes use, as {@code transport/device} (e.g. {@code [posix/memory]}
+     * between processes on one host, {@code [tcp/eth0]} across hosts without RDMA); empty once closed}
      */
     public List<String> transports() {
         return org.ucx4j.internal.engine.TransportInfo.lanes(info());
@@ -907,6 +1421,8 @@ public final class Endpoint implements AutoCloseable {
      * {@link #close()} within {@code timeout}: the flush gets all of it but a tenth (at most 100 ms), kept for the
      * release; an endpoint whose worker cannot be reached meanwhile (a caller-mode owner that does not progress) is
      * released at the worker's next progress, after this returns.
+     *
+     * @param timeout the bound on the whole close
      */
     public void close(Duration timeout) {
         long t = Buffers.nanos(timeout);

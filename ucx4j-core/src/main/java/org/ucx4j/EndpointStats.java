@@ -14,11 +14,21 @@ package org.ucx4j;
  * link idle counts its whole time; one of a window of outstanding transfers counts the gap since the one before it
  * completed, not its wait behind the others (until the tenth session each figure was one transfer's size over its
  * time from its start: with 32 sends of 1 MiB outstanding, about a 32nd of the link's bandwidth).
+ *
+ * @param peer the peer, as {@link Endpoint#remoteAddress()} names it
+ * @param bytesSent bytes sent (sends, puts)
+ * @param bytesReceived bytes received (receives, active messages, gets)
+ * @param messagesSent completed operations that sent
+ * @param messagesReceived completed operations that received
+ * @param largeTransfers transfers of at least 1 MB timed for the bandwidth figures, both ways
+ * @param p25MBps the 25th percentile of the bandwidth figures in MB/s, or NaN
+ * @param p50MBps the median of the bandwidth figures in MB/s, or NaN
+ * @param p75MBps the 75th percentile of the bandwidth figures in MB/s, or NaN
  */
 public record EndpointStats(String peer, long bytesSent, long bytesReceived, long messagesSent, long messagesReceived,
         long largeTransfers, double p25MBps, double p50MBps, double p75MBps) implements java.io.Serializable {
 
-    /** Like the seed's per-peer table: {@code 25% 50% 75% (total bytes)}. */
+    /** {@return a one-line summary like the seed's per-peer table: {@code 25% 50% 75% (total bytes)}} */
     public String summary() {
         if (Double.isNaN(p50MBps)) {
             return "- - - (" + (bytesSent + bytesReceived) + " bytes; no transfer >= 1 MB)";

@@ -39,17 +39,28 @@ public final class Frames implements AutoCloseable {
         this.totalBytes = at;
     }
 
+    /** {@return the number of frames (known after {@link #close()} too)} */
     public int count() {
         return frames.size();
     }
 
-    /** Frame {@code i}, valid until {@link #close()}. */
+    /**
+     * {@return frame {@code i}, valid until {@link #close()}}
+     *
+     * @param i the frame's index, 0 .. {@link #count()} - 1
+     * @throws IndexOutOfBoundsException if {@code i} is out of that range
+     * @throws IllegalStateException if the frames are closed
+     */
     public MemorySegment get(int i) {
         checkOpen();
         return frames.get(i);
     }
 
-    /** All frames, in the order they were sent. */
+    /**
+     * {@return all frames, in the order they were sent (an unmodifiable list, valid until {@link #close()})}
+     *
+     * @throws IllegalStateException if the frames are closed
+     */
     public List<MemorySegment> list() {
         checkOpen();
         return frames;
@@ -59,6 +70,7 @@ public final class Frames implements AutoCloseable {
         ReceivedMemory.checkOpen(data, "frames are");
     }
 
+    /** {@return the frames' total length in bytes (known after {@link #close()} too)} */
     public long totalBytes() {
         return totalBytes;
     }

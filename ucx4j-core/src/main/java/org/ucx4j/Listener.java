@@ -2,7 +2,10 @@ package org.ucx4j;
 
 import org.ucx4j.internal.engine.ListenerCore;
 
-/** Accepts connections on a TCP port (ucx4j's handshake, then UCX endpoints by worker address). Closing it keeps accepted endpoints. */
+/**
+ * Accepts connections on a TCP port (ucx4j's handshake, then UCX endpoints by worker address). Closing it keeps
+ * accepted endpoints.
+ */
 public final class Listener implements AutoCloseable {
     private final ListenerCore core;
     /** Told when this listener closes (the {@code Ucx} forgets it). */
@@ -13,16 +16,17 @@ public final class Listener implements AutoCloseable {
         this.onClose = onClose;
     }
 
-    /** The bound port (the ephemeral one when listening on port 0). */
+    /** {@return the bound port (the ephemeral one when listening on port 0)} */
     public int port() {
         return core.port();
     }
 
-    /** The bound address. */
+    /** {@return the bound address, as a host string (the wildcard address when listening on all interfaces)} */
     public String bindAddress() {
         return core.bindAddress();
     }
 
+    /** {@return true once this listener, or the {@link Ucx} instance it belongs to, is closed} */
     public boolean isClosed() {
         return core.isClosed() || core.engine().isTerminated();
     }

@@ -16,13 +16,25 @@ public interface MemoryAllocator {
      * segment); anything else (a heap or read-only segment) is given back and its message dropped. A
      * larger block (rounded up to a page, say) is fine: the message sees its first {@code bytes} bytes, and
      * {@link #free} gets the whole segment back.
+     *
+     * @param bytes the message's payload length, 0 or more
+     * @return the memory; this allocator owns it until {@link #free} gives it back
+     * @throws OutOfMemoryError (or any other exception) when it cannot allocate: the message is then dropped, and
+     *         the receive that would have got it fails with {@link MessageDroppedException}
      */
     MemorySegment allocate(long bytes);
 
-    /** Gives back a segment this allocator returned (the same address and size). */
+    /**
+     * Gives back a segment this allocator returned (the same address and size).
+     *
+     * @param segment a segment {@link #allocate} returned, the whole of it, not only the message's part
+     */
     void free(MemorySegment segment);
 
-    /** The default host allocator: libc {@code malloc}/{@code free}. */
+    /**
+     * {@return an allocator over libc {@code malloc}/{@code free}, which keeps nothing} (The default host allocator
+     * is a {@link PooledAllocator}.)
+     */
     static MemoryAllocator malloc() {
         return Malloc.INSTANCE;
     }

@@ -44,11 +44,12 @@ public final class MemoryRegion implements AutoCloseable {
         segment.fill((byte) 0); // UCX's shared-memory allocators zero it; its heap fallback may not
     }
 
-    /** The registered memory. */
+    /** {@return the registered memory} */
     public MemorySegment segment() {
         return segment;
     }
 
+    /** {@return the registered memory's size in bytes} */
     public long size() {
         return segment.byteSize();
     }
@@ -56,6 +57,9 @@ public final class MemoryRegion implements AutoCloseable {
     /**
      * This region's remote key for peers: UCX's packed key inside a ucx4j envelope (base address, size, checksum),
      * so a corrupted or truncated copy is refused by {@link Endpoint#unpackRemoteKey} instead of reaching UCX.
+     *
+     * @return the packed key, a new array each call
+     * @throws IllegalStateException if the region is closed
      */
     public byte[] packRemoteKey() {
         if (closed.get()) {
@@ -64,6 +68,7 @@ public final class MemoryRegion implements AutoCloseable {
         return RemoteKey.envelope(segment.address(), segment.byteSize(), engine.rkeyPack(memh));
     }
 
+    /** {@return true once this region is closed} */
     public boolean isClosed() {
         return closed.get();
     }

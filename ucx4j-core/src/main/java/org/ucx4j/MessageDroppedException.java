@@ -11,16 +11,25 @@ public class MessageDroppedException extends UcxException {
     private static final long serialVersionUID = 1L;
     private static final byte[] NONE = new byte[0];
 
+    /** The dropped message's user header, empty when there is none to report. */
     private final byte[] header;
 
+    /**
+     * Creates one for a dropped message.
+     *
+     * @param message the detail message
+     * @param status the {@code ucs_status_t} value behind it (see {@link UcxException#status()})
+     * @param header the user header of the dropped active message (copied), or null when not known
+     * @param cause the underlying failure (the allocator's exception, say), or null
+     */
     public MessageDroppedException(String message, int status, byte[] header, Throwable cause) {
         super(message, status, cause);
         this.header = header == null ? NONE : header.clone();
     }
 
     /**
-     * The user header of the dropped active message (empty for frames and objects, whose header is ucx4j's own,
-     * and when it is not known).
+     * {@return a copy of the user header of the dropped active message (empty for frames and objects, whose header
+     * is ucx4j's own, and when it is not known)}
      */
     public byte[] header() {
         return header.clone();

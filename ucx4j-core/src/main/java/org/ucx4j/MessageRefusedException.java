@@ -8,10 +8,23 @@ package org.ucx4j;
 public class MessageRefusedException extends MessageDroppedException {
     private static final long serialVersionUID = 1L;
 
+    /**
+     * Creates one whose message header is not known.
+     *
+     * @param message the detail message
+     * @param status the {@code ucs_status_t} value behind it, normally {@code UCS_ERR_EXCEEDS_LIMIT}
+     */
     public MessageRefusedException(String message, int status) {
         super(message, status, null, null);
     }
 
+    /**
+     * Creates one that names the refused message by its header.
+     *
+     * @param message the detail message
+     * @param status the {@code ucs_status_t} value behind it, normally {@code UCS_ERR_EXCEEDS_LIMIT}
+     * @param header the user header of the refused active message (copied), or null when not known
+     */
     public MessageRefusedException(String message, int status, byte[] header) {
         super(message, status, header, null);
     }

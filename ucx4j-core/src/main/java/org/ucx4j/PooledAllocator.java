@@ -32,7 +32,13 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
     private final AtomicBoolean taking = new AtomicBoolean();
     private volatile boolean closed;
 
-    /** Caches at most {@code maxCachedBytes} of freed blocks. */
+    /**
+     * Caches at most {@code maxCachedBytes} of freed blocks.
+     *
+     * @param maxCachedBytes the cap, counted in whole blocks (a request's size rounded up to a power of two); 0
+     *        caches nothing
+     * @throws IllegalArgumentException if {@code maxCachedBytes} is negative
+     */
     public PooledAllocator(long maxCachedBytes) {
         if (maxCachedBytes < 0) {
             throw new IllegalArgumentException("negative cache size " + maxCachedBytes);
@@ -101,24 +107,24 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
         }
         long p = segment.address();
         long size = 1L << c;
-        if (!closed && cached.addAndGet(size) <= maxCachedBytes) {
-            long head;
-            do {
-                head = heads.get(c);
-                NativeAccess.setLong(p, head);
-            } while (!heads.compareAndSet(c, head, p));
-            if (closed) { // raced with close(): give back what close may have missed
-                drain(c);
+        if (!closed) {
+            if (cached.addAndGet(size) <= maxCachedBytes) {
+                long head;
+                do {
+                    head = heads.get(c);
+                    NativeAccess.setLong(p, head);
+                } while (!heads.compareAndSet(c, head, p));
+                if (closed) { // raced with close(): give back what close may have missed
+                    drain(c);
+                }
+                return;
             }
-        } else {
-            if (!closed) {
-                cached.addAndGet(-size);
-            }
-            Ucp.free(p);
+            cached.addAndGet(-size); // over the cap: not kept (counted back even if close() ran meanwhile)
         }
+        Ucp.free(p);
     }
 
-    /** Bytes held in the cache now. */
+    /** {@return the bytes held in the cache now, counted in whole blocks} */
     public long cachedBytes() {
         return cached.get();
     }

@@ -21,17 +21,19 @@ public final class ProbedMessage {
         this.endpoint = endpoint;
     }
 
-    /** The sender's tag: the 63-bit worker-level tag, or for an endpoint probe the 32-bit user tag. */
+    /** {@return the sender's tag: the 63-bit worker-level tag, or for an endpoint probe the 32-bit user tag} */
     public long tag() {
         return tag;
     }
 
-    /** The message's length in bytes. */
+    /** {@return the message's length in bytes} */
     public long length() {
         return length;
     }
 
-    /** True if the probe removed the message from UCX's queue (it must then be received by this handle). */
+    /**
+     * {@return true if the probe removed the message from UCX's queue (it must then be received by this handle)}
+     */
     public boolean isRemoved() {
         return handle != 0;
     }

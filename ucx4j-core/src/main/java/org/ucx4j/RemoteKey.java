@@ -37,21 +37,22 @@ public final class RemoteKey implements AutoCloseable {
         this.rkey = rkey;
     }
 
-    /** Size of the remote region in bytes. */
+    /** {@return the size of the remote region in bytes} */
     public long size() {
         return size;
     }
 
-    /** The remote region's base address (in the peer's address space). */
+    /** {@return the remote region's base address (in the peer's address space)} */
     public long remoteAddress() {
         return remoteAddress;
     }
 
-    /** The endpoint this key was unpacked on; it can be used on that endpoint only. */
+    /** {@return the endpoint this key was unpacked on; it can be used on that endpoint only} */
     public Endpoint endpoint() {
         return endpoint;
     }
 
+    /** {@return true once {@link #close()} was called (UCX's key may be released a little later)} */
     public boolean isClosed() {
         return closed.get();
     }

@@ -42,8 +42,10 @@ import org.ucx4j.internal.ffi.Ucp;
 public final class Ucx implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Ucx.class);
     private static final AtomicInteger COUNTER = new AtomicInteger();
-    /** Oldest libucp ucx4j accepts. */
-    public static final int[] MIN_VERSION = {1, 13};
+    /** Oldest libucp ucx4j accepts: major, minor ({@link #MINIMUM_UCX_VERSION}). */
+    private static final int[] MIN_VERSION = {1, 13};
+    /** The oldest UCX release ucx4j works with ({@link #isAvailable()} is false with an older one). */
+    public static final String MINIMUM_UCX_VERSION = "1.13";
 
     private final UcxOptions options;
     private final Engine engine;
@@ -65,12 +67,26 @@ public final class Ucx implements AutoCloseable {
                 options.ucxBuffers() && !options.checkedMessages()));
     }
 
-    /** Opens UCX with ucx4j's defaults. */
+    /**
+     * Opens UCX with ucx4j's defaults.
+     *
+     * @return a new open instance; close it to release the worker and context
+     * @throws UcxUnavailableException if UCX cannot be used here ({@link #unavailabilityCause()} says why)
+     */
     public static Ucx open() {
         return open(UcxOptions.defaults());
     }
 
-    /** Opens UCX: reads the configuration, creates the context and a worker, starts the progress thread. */
+    /**
+     * Opens UCX: reads the configuration, creates the context and a worker, starts the progress thread (none in
+     * {@link ProgressMode#CALLER}).
+     *
+     * @param options the options, not null
+     * @return a new open instance; close it to release the worker and context
+     * @throws UcxUnavailableException if UCX cannot be used here ({@link #unavailabilityCause()} says why)
+     * @throws ConfigException if the configuration enables UCX's experimental protocols ({@code UCX_PROTO_ENABLE=y}
+     *     before UCX 1.16)
+     */
     public static Ucx open(UcxOptions options) {
         Objects.requireNonNull(options, "options");
         String cause = unavailabilityCause();
@@ -97,12 +113,12 @@ public final class Ucx implements AutoCloseable {
 
     // ---------------------------------------------------------------- availability
 
-    /** True when libucp (>= 1.13) loads and native access is allowed. */
+    /** {@return true when libucp (>= 1.13) loads and native access is allowed} */
     public static boolean isAvailable() {
         return unavailabilityCause() == null;
     }
 
-    /** Null when UCX is usable; otherwise one line saying what is wrong and how to fix it. */
+    /** {@return null when UCX is usable; otherwise one line saying what is wrong and how to fix it} */
     public static String unavailabilityCause() {
         if (!NativeAccess.nativeAccessEnabled()) {
             // Java 25 only warns by default; deny mode would throw on the first restricted call
@@ -121,43 +137,61 @@ public final class Ucx implements AutoCloseable {
             if (t instanceof IllegalCallerException) {
                 return "native access is disabled for ucx4j: " + NativeAccess.nativeAccessRemedy();
             }
-            return "UCX (libucp) could not be loaded: " + t.getMessage() + ". Install UCX >= 1.13 (Debian/Ubuntu: "
+            return "UCX (libucp) could not be loaded: " + t.getMessage() + ". Install UCX >= " + MINIMUM_UCX_VERSION
+                    + " (Debian/Ubuntu: "
                     + "apt-get install libucx0; RHEL: dnf install ucx) or set UCX4J_UCX_HOME (or -Ducx4j.ucx.home) "
                     + "to a UCX install prefix";
         }
         int[] v = Ucp.version();
         if (v[0] < MIN_VERSION[0] || (v[0] == MIN_VERSION[0] && v[1] < MIN_VERSION[1])) {
             return "UCX " + v[0] + "." + v[1] + "." + v[2] + " found at " + Ucp.location() + " is too old: ucx4j "
-                    + "needs UCX >= 1.13; install a newer UCX or point UCX4J_UCX_HOME at one";
+                    + "needs UCX >= " + MINIMUM_UCX_VERSION + "; install a newer UCX or point UCX4J_UCX_HOME at one";
         }
         return null;
     }
 
-    /** The libucp version, like {@code 1.13.1}. */
+    /**
+     * {@return the libucp version, like {@code 1.13.1}}
+     *
+     * @throws UcxUnavailableException if UCX cannot be used here
+     */
     public static String version() {
         requireAvailable();
         int[] v = Ucp.version();
         return v[0] + "." + v[1] + "." + v[2];
     }
 
-    /** Where libucp was loaded from. */
+    /**
+     * {@return where libucp was loaded from}
+     *
+     * @throws UcxUnavailableException if UCX cannot be used here
+     */
     public static String libraryLocation() {
         requireAvailable();
         return Ucp.location();
     }
 
     /**
-     * The {@code UCX_*} variables ucx4j puts in its process environment unless they were set (shared memory with
-     * peer-failure detection, keepalive, allocation order, shared-memory segment size, address format), with the
-     * values in effect here. Give them to a plain UCX program on the same host that talks to this one through
-     * {@link #connect(WorkerAddress)}, or to a child process that must match it.
+     * {@return the {@code UCX_*} variables ucx4j puts in its process environment unless they were set (shared memory
+     * with peer-failure detection, keepalive, allocation order, shared-memory segment size, address format), with the
+     * values in effect here} Give them to a plain UCX program on the same host that talks to this one through
+     * {@link #connect(WorkerAddress)}, or to a child process that must match it. The map is unmodifiable, sorted by
+     * name, and its keys keep the {@code UCX_} prefix.
+     *
+     * @throws UcxUnavailableException if UCX cannot be used here
      */
     public static Map<String, String> environmentDefaults() {
         requireAvailable();
         return java.util.Collections.unmodifiableMap(Ucp.environmentDefaults());
     }
 
-    /** The effective UCX configuration for {@code options} as {@code KEY -> value} (keys without {@code UCX_}). */
+    /**
+     * {@return the effective UCX configuration for {@code options} as {@code KEY -> value} (keys without
+     * {@code UCX_})}
+     *
+     * @param options the options whose UCX settings are applied over UCX's configuration, not null
+     * @throws UcxUnavailableException if UCX cannot be used here
+     */
     public static Map<String, String> config(UcxOptions options) {
         requireAvailable();
         String text = org.ucx4j.internal.engine.UcxConfig.effective(options.ucxOptions(), options.environmentWins());
@@ -180,36 +214,56 @@ public final class Ucx implements AutoCloseable {
 
     // ---------------------------------------------------------------- instance
 
+    /** {@return the options this instance was opened with} */
     public UcxOptions options() {
         return options;
     }
 
-    /** The effective configuration of this instance. */
+    /**
+     * {@return the effective configuration of this instance, as {@link #config(UcxOptions)} gives it for its
+     * options}
+     */
     public Map<String, String> config() {
         return config(options);
     }
 
-    /** UCX's context and worker description (memory domains, transports, devices). */
+    /** {@return UCX's context and worker description (memory domains, transports, devices)} */
     public String info() {
         checkOpen();
         return engine.contextInfo() + engine.workerInfo();
     }
 
     /**
-     * The transports this instance opened, as {@code transport/device} (e.g. {@code posix/memory}, {@code tcp/eth0},
-     * {@code rc_mlx5/mlx5_0:1}, {@code cuda_ipc/cuda}); which of them an endpoint uses: {@link Endpoint#transports()}.
+     * {@return the transports this instance opened, as {@code transport/device} (e.g. {@code posix/memory},
+     * {@code tcp/eth0}, {@code rc_mlx5/mlx5_0:1}, {@code cuda_ipc/cuda})} Which of them an endpoint uses:
+     * {@link Endpoint#transports()}.
      */
     public List<String> transports() {
         checkOpen();
         return org.ucx4j.internal.engine.TransportInfo.resources(engine.contextInfo());
     }
 
-    /** Listens on all interfaces; port 0 picks an ephemeral port. */
+    /**
+     * Listens on all interfaces; port 0 picks an ephemeral port. See {@link #listen(String, int, ConnectionHandler)}.
+     *
+     * @param port the TCP port, 0 .. 65535 (0: ephemeral, then read it from {@link Listener#port()})
+     * @param handler serves each accepted connection, on a virtual thread of its own; not null
+     * @return the listener, bound and accepting; closing it keeps the endpoints it accepted
+     */
     public Listener listen(int port, ConnectionHandler handler) {
         return listen(null, port, handler);
     }
 
-    /** Listens on {@code bindAddress} (null = all interfaces). Each connection's handler runs on a virtual thread. */
+    /**
+     * Listens on {@code bindAddress} (null = all interfaces). Each connection's handler runs on a virtual thread.
+     *
+     * @param bindAddress the host name or IP address to bind, or null for all interfaces
+     * @param port the TCP port, 0 .. 65535 (0: ephemeral, then read it from {@link Listener#port()})
+     * @param handler serves each accepted connection, on a virtual thread of its own; not null
+     * @return the listener, bound and accepting; closing it keeps the endpoints it accepted
+     * @throws IllegalArgumentException if {@code port} is out of range
+     * @throws UcxException ({@code UCS_ERR_IO_ERROR}) if the socket cannot be bound
+     */
     public Listener listen(String bindAddress, int port, ConnectionHandler handler) {
         checkOpen();
         Objects.requireNonNull(handler, "handler");
@@ -256,7 +310,13 @@ public final class Ucx implements AutoCloseable {
         });
     }
 
-    /** Connects with the default timeout (5 s unless set in the options). */
+    /**
+     * Connects with the default timeout (5 s unless set in the options): {@link #connect(String, int, Duration)}.
+     *
+     * @param host the listener's host name or IP address, not null
+     * @param port the listener's port, 1 .. 65535
+     * @return the connected endpoint, handshake done
+     */
     public Endpoint connect(String host, int port) {
         return connect(host, port, options.connectTimeout());
     }
@@ -264,6 +324,13 @@ public final class Ucx implements AutoCloseable {
     /**
      * Connects and completes the ucx4j handshake. Fails with {@link UnreachableException} or
      * {@link ConnectionResetException} when nobody listens, {@link UcxTimeoutException} after {@code timeout}.
+     *
+     * @param host the listener's host name or IP address, not null
+     * @param port the listener's port, 1 .. 65535
+     * @param timeout the bound for name resolution, TCP connect, handshake and UCX endpoint together; not negative
+     * @return the connected endpoint, handshake done
+     * @throws IllegalArgumentException if {@code port} is out of range or {@code timeout} negative
+     * @throws CanceledException if the calling thread is interrupted (the attempt is abandoned)
      */
     public Endpoint connect(String host, int port, Duration timeout) {
         long t = Buffers.nanos(timeout);
@@ -285,7 +352,14 @@ public final class Ucx implements AutoCloseable {
         }
     }
 
-    /** Connects asynchronously; cancelling the future before it completes aborts the attempt. */
+    /**
+     * Connects asynchronously; cancelling the future before it completes aborts the attempt.
+     *
+     * @param host the listener's host name or IP address, not null
+     * @param port the listener's port, 1 .. 65535
+     * @return a future of the connected endpoint, failing as {@link #connect(String, int, Duration)} does, with the
+     *     options' connect timeout
+     */
     public CompletableFuture<Endpoint> connectAsync(String host, int port) {
         return connectAsync(host, port, options.connectTimeout().toNanos());
     }
@@ -318,10 +392,11 @@ public final class Ucx implements AutoCloseable {
     }
 
     /**
-     * The longest header an active message from this instance can carry to a ucx4j peer (a raw endpoint's: 8 bytes
-     * more): what UCX takes on this worker ({@code max_am_header}, set by its most limited transport: a few KiB
-     * with InfiniBand's UD, far more over shared memory and TCP), less ucx4j's own 8 bytes. Longer headers, and
-     * frame lists whose header (4 bytes + 9 a frame) is longer, are refused with {@link IllegalArgumentException}.
+     * {@return the longest header, in bytes, an active message from this instance can carry to a ucx4j peer (a raw
+     * endpoint's: 8 bytes more)} It is what UCX takes on this worker ({@code max_am_header}, set by its most limited
+     * transport: a few KiB with InfiniBand's UD, far more over shared memory and TCP), less ucx4j's own 8 bytes.
+     * Longer headers, and frame lists whose header (4 bytes + 9 a frame) is longer, are refused with
+     * {@link IllegalArgumentException}.
      */
     public long maxActiveMessageHeader() {
         return engine.maxAmHeader - org.ucx4j.internal.engine.AmWire.PREFIX;
@@ -329,7 +404,7 @@ public final class Ucx implements AutoCloseable {
 
     // ---------------------------------------------------------------- worker addresses (raw endpoints)
 
-    /** This worker's UCX address, for peers that connect with {@link #connect(WorkerAddress)}. */
+    /** {@return this worker's UCX address, for peers that connect with {@link #connect(WorkerAddress)}} */
     public WorkerAddress workerAddress() {
         checkOpen();
         return WorkerAddress.of(engine.workerAddressBytes());
@@ -341,12 +416,25 @@ public final class Ucx implements AutoCloseable {
      * a worker-level receive of exactly that tag, from any peer), so any UCX program can be the peer (UCX-Py's
      * {@code create_endpoint_from_worker_address}, JUCX, plain C). A dead peer is noticed by UCX itself (keepalive,
      * transport errors), not by a control socket.
+     *
+     * @param address the peer worker's address, not null
+     * @return the raw endpoint, created within the options' connect timeout
+     * @throws UcxException ({@code UCS_ERR_UNSUPPORTED}) if the peer is on this host and its address (UCX format v1)
+     *     does not say its shared-memory segment size, so fragments of ucx4j's default size could overrun its
+     *     buffers: start the peer with {@code UCX_ADDRESS_VERSION=v2} or with {@link #environmentDefaults()}
      */
     public Endpoint connect(WorkerAddress address) {
         return connect(address, options.connectTimeout());
     }
 
-    /** {@link #connect(WorkerAddress)} within {@code timeout} instead of the options' connect timeout. */
+    /**
+     * {@link #connect(WorkerAddress)} within {@code timeout} instead of the options' connect timeout.
+     *
+     * @param address the peer worker's address, not null
+     * @param timeout how long to wait for the endpoint, not negative; one that comes later is aborted
+     * @return the raw endpoint
+     * @throws UcxTimeoutException past {@code timeout}
+     */
     public Endpoint connect(WorkerAddress address, Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkOpen();
@@ -384,6 +472,10 @@ public final class Ucx implements AutoCloseable {
     /**
      * {@link #connect(WorkerAddress)} without blocking the caller. A wait on the future drives the worker (caller
      * mode's owner thread too); cancelling it abandons the endpoint (aborted if it comes later).
+     *
+     * @param address the peer worker's address, not null
+     * @return a future of the raw endpoint, failing as {@link #connect(WorkerAddress)} does; it has no timeout of
+     *     its own
      */
     public CompletableFuture<Endpoint> connectAsync(WorkerAddress address) {
         checkOpen();
@@ -441,6 +533,14 @@ public final class Ucx implements AutoCloseable {
     /**
      * Receives a message sent with {@link Endpoint#sendTagged} from any endpoint whose tag matches: bits set in
      * {@code mask} must equal those of {@code tag} (mask -1 = exact tag, 0 = any worker-level tag).
+     *
+     * @param buf native, writable memory to receive into; its arena must stay open until the future completes
+     * @param tag the worker-level tag to match, 0 .. 2^63-1
+     * @param mask which bits of {@code tag} must match
+     * @return a future of the sender's tag and the number of bytes received; it fails with
+     *     {@link MessageTruncatedException} if the message is longer than {@code buf}; cancelling it withdraws the
+     *     receive
+     * @throws IllegalArgumentException if {@code tag} is negative or {@code buf} is heap or read-only memory
      */
     public CompletableFuture<TagMessage> recvTaggedAsync(MemorySegment buf, long tag, long mask) {
         Op op = workerRecv(Buffers.segment(buf, true), tag, mask, false);
@@ -465,6 +565,15 @@ public final class Ucx implements AutoCloseable {
         return out;
     }
 
+    /**
+     * {@link #recvTaggedAsync(MemorySegment, long, long)}, waiting for the message without a time limit.
+     *
+     * @param buf native, writable memory to receive into
+     * @param tag the worker-level tag to match, 0 .. 2^63-1
+     * @param mask which bits of {@code tag} must match (-1 = exact tag, 0 = any worker-level tag)
+     * @return the sender's tag and the number of bytes received
+     * @throws MessageTruncatedException if the message is longer than {@code buf}
+     */
     public TagMessage recvTagged(MemorySegment buf, long tag, long mask) {
         Op op = workerRecv(Buffers.segment(buf, true), tag, mask, true);
         engine.submit(op);
@@ -472,6 +581,16 @@ public final class Ucx implements AutoCloseable {
         return new TagMessage(op.senderTag(), len);
     }
 
+    /**
+     * {@link #recvTagged(MemorySegment, long, long)} within {@code timeout}: past it the receive is withdrawn and a
+     * {@link UcxTimeoutException} thrown (a message that arrived meanwhile is returned, not dropped).
+     *
+     * @param buf native, writable memory to receive into
+     * @param tag the worker-level tag to match, 0 .. 2^63-1
+     * @param mask which bits of {@code tag} must match (-1 = exact tag, 0 = any worker-level tag)
+     * @param timeout how long to wait, not negative
+     * @return the sender's tag and the number of bytes received
+     */
     public TagMessage recvTagged(MemorySegment buf, long tag, long mask, Duration timeout) {
         long t = Buffers.nanos(timeout);
         Op op = workerRecv(Buffers.segment(buf, true), tag, mask, true);
@@ -484,6 +603,11 @@ public final class Ucx implements AutoCloseable {
      * Looks for a worker-level tag message (tag/mask as in {@link #recvTagged}) without receiving it; null if none
      * has arrived. With {@code remove}, the message leaves UCX's queue and must be received with
      * {@link #recv(ProbedMessage, MemorySegment)}; otherwise it stays for any receive.
+     *
+     * @param tag the worker-level tag to match, 0 .. 2^63-1
+     * @param mask which bits of {@code tag} must match (-1 = exact tag, 0 = any worker-level tag)
+     * @param remove whether to take the message out of UCX's queue for this prober
+     * @return the message's sender tag and length, or null if none matches
      */
     public ProbedMessage probe(long tag, long mask, boolean remove) {
         checkOpen();
@@ -492,12 +616,27 @@ public final class Ucx implements AutoCloseable {
         return r == null ? null : new ProbedMessage(r[0], r[1], r[2], null);
     }
 
-    /** Receives a message a removing {@link #probe} took; returns its length. */
+    /**
+     * Receives a message a removing {@link #probe} took.
+     *
+     * @param message the message, removed by this instance's {@link #probe} and not received yet
+     * @param buf native, writable memory to receive into, {@link ProbedMessage#length()} bytes or more
+     * @return its length in bytes
+     * @throws IllegalStateException if the message was only peeked at, or already received
+     * @throws IllegalArgumentException if the message was probed on an endpoint
+     */
     public long recv(ProbedMessage message, MemorySegment buf) {
         return recvProbed(message, buf, -1);
     }
 
-    /** {@link #recv(ProbedMessage, MemorySegment)} within {@code timeout}. */
+    /**
+     * {@link #recv(ProbedMessage, MemorySegment)} within {@code timeout}.
+     *
+     * @param message the message, removed by this instance's {@link #probe} and not received yet
+     * @param buf native, writable memory to receive into, {@link ProbedMessage#length()} bytes or more
+     * @param timeout how long to wait, not negative; past it a {@link UcxTimeoutException}
+     * @return its length in bytes
+     */
     public long recv(ProbedMessage message, MemorySegment buf, Duration timeout) {
         return recvProbed(message, buf, Buffers.nanos(timeout));
     }
@@ -513,6 +652,14 @@ public final class Ucx implements AutoCloseable {
         return engine.await(op, timeoutNanos);
     }
 
+    /**
+     * {@link #recv(ProbedMessage, MemorySegment)} without blocking the caller.
+     *
+     * @param message the message, removed by this instance's {@link #probe} and not received yet
+     * @param buf native, writable memory to receive into, {@link ProbedMessage#length()} bytes or more; its arena
+     *     must stay open until the future completes
+     * @return a future of its length in bytes
+     */
     public CompletableFuture<Long> recvAsync(ProbedMessage message, MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, true);
         checkOpen();
@@ -536,7 +683,13 @@ public final class Ucx implements AutoCloseable {
 
     // ---------------------------------------------------------------- RMA
 
-    /** Registers a native segment for RMA; it must stay valid until the region is closed. */
+    /**
+     * Registers a native segment for RMA; it must stay valid until the region is closed.
+     *
+     * @param segment native, writable, non-empty memory
+     * @return the region; closing it unregisters the memory, which stays the caller's (this instance's close
+     *     unregisters what is left)
+     */
     public MemoryRegion registerMemory(MemorySegment segment) {
         checkOpen();
         MemorySegment seg = Buffers.segment(segment, true);
@@ -551,6 +704,9 @@ public final class Ucx implements AutoCloseable {
      * first ({@code UCX_ALLOC_PRIO}, sysv and posix by default), so peers on this host read and write it with plain
      * copies rather than through the kernel. The region's segment is valid until the region or this instance closes;
      * closing the region frees the memory.
+     *
+     * @param size how many bytes, positive
+     * @return the region, which owns the memory
      */
     public MemoryRegion allocateMemory(long size) {
         checkOpen();
@@ -560,7 +716,10 @@ public final class Ucx implements AutoCloseable {
         return new MemoryRegion(engine, size);
     }
 
-    /** Completes when every operation issued on this worker before it has completed remotely. */
+    /**
+     * {@return a future that completes (with 0) when every operation issued on this worker before it has completed
+     * remotely}
+     */
     public CompletableFuture<Long> flushAsync() {
         checkOpen();
         org.ucx4j.internal.engine.Op op = engine.rmaFlush(null, false);
@@ -579,6 +738,8 @@ public final class Ucx implements AutoCloseable {
     /**
      * {@link #flush()} for at most {@code timeout}: past it a {@link UcxTimeoutException}, and the flush completes in
      * the background.
+     *
+     * @param timeout how long to wait, not negative
      */
     public void flush(Duration timeout) {
         long t = Buffers.nanos(timeout);
@@ -613,7 +774,13 @@ public final class Ucx implements AutoCloseable {
         return engine.checkSharedMemory();
     }
 
-    /** {@link #checkSharedMemoryAsync()}, waiting at most {@code timeout}. */
+    /**
+     * {@link #checkSharedMemoryAsync()}, waiting at most {@code timeout}.
+     *
+     * @param timeout how long to wait, not negative; past it a {@link UcxTimeoutException} (the check takes about
+     *     2 s when the FIFO is wedged)
+     * @return true if this worker still receives over shared memory, false if its FIFO is wedged
+     */
     public boolean checkSharedMemory(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkOpen();
@@ -621,8 +788,8 @@ public final class Ucx implements AutoCloseable {
     }
 
     /**
-     * Why same-host peers can no longer reach this worker, once a {@linkplain #checkSharedMemory shared-memory check}
-     * found its FIFO wedged; empty while it is healthy.
+     * {@return why same-host peers can no longer reach this worker, once a
+     * {@linkplain #checkSharedMemory shared-memory check} found its FIFO wedged; empty while it is healthy}
      */
     public java.util.Optional<UcxException> sharedMemoryFailure() {
         return java.util.Optional.ofNullable(engine.sharedMemoryFailure());
@@ -632,7 +799,10 @@ public final class Ucx implements AutoCloseable {
      * Runs {@code action} once with the {@link #sharedMemoryFailure()} when a shared-memory check (run by ucx4j
      * itself after a same-host peer died, or asked for) finds this worker's FIFO wedged; at once if it already was.
      * It runs on the callback executor, never on the progress thread, so it may block, e.g. to open a replacement
-     * {@code Ucx} and tell peers its new address. Never runs if the FIFO stays healthy or this {@code Ucx} closes first.
+     * {@code Ucx} and tell peers its new address. Never runs if the FIFO stays healthy or this {@code Ucx} closes
+     * first.
+     *
+     * @param action takes the failure; not null
      */
     public void onSharedMemoryFailure(java.util.function.Consumer<? super UcxException> action) {
         java.util.Objects.requireNonNull(action, "action");
@@ -643,9 +813,10 @@ public final class Ucx implements AutoCloseable {
     // ---------------------------------------------------------------- active messages from raw peers
 
     /**
-     * The next active message that a raw peer (a plain UCX program, or {@link #connect(WorkerAddress)} on the other
-     * side) sent with UCX AM id 0, in receiver-allocated memory. Messages between ucx4j endpoints are received with
-     * {@link Endpoint#amRecv()}.
+     * {@return a future of the next active message that a raw peer (a plain UCX program, or
+     * {@link #connect(WorkerAddress)} on the other side) sent with UCX AM id 0, in receiver-allocated memory} Messages
+     * between ucx4j endpoints are received with {@link Endpoint#amRecv()}. Close the message to give its memory back;
+     * cancelling the future withdraws the receive.
      */
     public CompletableFuture<AmMessage> amRecvAsync() {
         checkOpen();
@@ -654,12 +825,23 @@ public final class Ucx implements AutoCloseable {
                 true);
     }
 
+    /**
+     * {@link #amRecvAsync()}, waiting for the message without a time limit.
+     *
+     * @return the message, with no endpoint; close it to give its memory back
+     */
     public AmMessage amRecv() {
         checkOpen();
         return new AmMessage(engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, -1,
                 "active message receive"), null, options.checkedMessages());
     }
 
+    /**
+     * {@link #amRecv()} within {@code timeout}.
+     *
+     * @param timeout how long to wait, not negative; past it a {@link UcxTimeoutException}
+     * @return the message, with no endpoint; close it to give its memory back
+     */
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkOpen();
@@ -715,7 +897,10 @@ public final class Ucx implements AutoCloseable {
 
     /**
      * Progresses the worker once; for {@link ProgressMode#CALLER}, from the thread that opened this instance.
-     * Returns how much work was done (0 = idle).
+     *
+     * @return how much work was done (0 = idle)
+     * @throws IllegalStateException if the calling thread does not own the worker (in the other modes, only the
+     *     progress thread does)
      */
     public int progress() {
         checkOpen();
@@ -729,13 +914,16 @@ public final class Ucx implements AutoCloseable {
         return n;
     }
 
+    /** {@return true once {@link #close()} was called} */
     public boolean isClosed() {
         return closed.get();
     }
 
     /**
-     * Closes listeners, closes endpoints gracefully (each bounded by the close timeout, in parallel), cancels what
-     * is left, and releases the worker and context. Idempotent.
+     * Closes listeners, closes endpoints gracefully (in parallel, all of them within the close timeout and 2 s more),
+     * cancels what is left, and releases the worker and context. Idempotent. Where no graceful close can progress
+     * (in {@link ProgressMode#CALLER}, or when called on the thread that owns the worker, from a handler say), the
+     * endpoints are aborted instead.
      */
     @Override
     public void close() {

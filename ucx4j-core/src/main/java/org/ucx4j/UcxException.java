@@ -10,29 +10,53 @@ import org.ucx4j.internal.ffi.Status;
 public class UcxException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
+    /** The {@code ucs_status_t} value, 0 when none applies. */
     private final int status;
 
+    /**
+     * Creates one with no cause.
+     *
+     * @param message the detail message
+     * @param status the {@code ucs_status_t} value behind it (negative), or 0 when none applies
+     */
     public UcxException(String message, int status) {
         super(message);
         this.status = status;
     }
 
+    /**
+     * Creates one with a cause.
+     *
+     * @param message the detail message
+     * @param status the {@code ucs_status_t} value behind it (negative), or 0 when none applies
+     * @param cause the underlying failure, or null
+     */
     public UcxException(String message, int status, Throwable cause) {
         super(message, cause);
         this.status = status;
     }
 
-    /** The {@code ucs_status_t} value behind this exception (negative), or 0 when ucx4j raised it itself. */
+    /**
+     * {@return the {@code ucs_status_t} value behind this exception (negative), or 0 when ucx4j raised it itself with
+     * no UCX status that fits}
+     */
     public int status() {
         return status;
     }
 
-    /** UCX's symbolic status name, e.g. {@code UCS_ERR_CANCELED}. */
+    /** {@return UCX's symbolic status name, e.g. {@code UCS_ERR_CANCELED} ({@code UCS_OK} for status 0)} */
     public String statusName() {
         return Status.name(status);
     }
 
-    /** Maps a UCX status to the matching exception type; {@code what} says which operation failed. */
+    /**
+     * Maps a UCX status to the matching exception type; {@code what} says which operation failed. The message is
+     * {@code what}, then UCX's status name and description.
+     *
+     * @param status a {@code ucs_status_t} error value (negative)
+     * @param what the failed operation, e.g. {@code "recv failed"}
+     * @return the exception, not thrown: the caller throws it or completes a future with it
+     */
     public static UcxException of(int status, String what) {
         String msg = what + ": " + Status.describe(status);
         return switch (status) {

@@ -36,6 +36,7 @@ public final class UcxOptions implements Cloneable {
 
     private UcxOptions() {}
 
+    /** {@return the default options: each {@code with*} method names its default} */
     public static UcxOptions defaults() {
         return new UcxOptions();
     }
@@ -48,7 +49,15 @@ public final class UcxOptions implements Cloneable {
         }
     }
 
-    /** Sets one UCX option; the key may carry the {@code UCX_} prefix or not ({@code TLS} == {@code UCX_TLS}). */
+    /**
+     * Sets one UCX option; the key may carry the {@code UCX_} prefix or not ({@code TLS} == {@code UCX_TLS}). UCX
+     * checks it when a {@link Ucx} opens with these options, not here.
+     *
+     * @param key the UCX option's name, such as {@code TLS} or {@code UCX_TLS} (surrounding whitespace is ignored)
+     * @param value its value, written as in the {@code UCX_*} environment variable
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code key} is empty
+     */
     public UcxOptions with(String key, String value) {
         Objects.requireNonNull(key, "key");
         Objects.requireNonNull(value, "value");
@@ -59,7 +68,12 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
-    /** Sets several UCX options at once. */
+    /**
+     * Sets several UCX options at once, each as by {@link #with(String, String)}, in the map's iteration order.
+     *
+     * @param options UCX option names (with or without the {@code UCX_} prefix) and their values
+     * @return a copy with these settings
+     */
     public UcxOptions with(Map<String, String> options) {
         UcxOptions o = this;
         for (Map.Entry<String, String> e : options.entrySet()) {
@@ -68,27 +82,52 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
-    /** When true, a {@code UCX_*} environment variable overrides the same option given here (default false). */
+    /**
+     * When true, a {@code UCX_*} environment variable overrides the same option given here (default false).
+     *
+     * @param wins whether the environment wins over the options given here
+     * @return a copy with this setting
+     */
     public UcxOptions withEnvironmentWins(boolean wins) {
         UcxOptions o = copy();
         o.environmentWins = wins;
         return o;
     }
 
+    /**
+     * How the thread that owns the worker waits when there is nothing to do (default {@link ProgressMode#BACKOFF});
+     * with {@link ProgressMode#CALLER} there is no progress thread.
+     *
+     * @param mode the progress mode
+     * @return a copy with this setting
+     */
     public UcxOptions withProgressMode(ProgressMode mode) {
         UcxOptions o = copy();
         o.progressMode = Objects.requireNonNull(mode, "mode");
         return o;
     }
 
-    /** Default timeout of {@link Ucx#connect(String, int)} and of an incoming handshake (5 s). */
+    /**
+     * Default timeout of {@link Ucx#connect(String, int)} (and of {@link Ucx#connectAsync(String, int)} and
+     * {@link Ucx#connect(WorkerAddress)}) and of an incoming handshake (5 s).
+     *
+     * @param timeout the timeout, positive
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code timeout} is zero or negative
+     */
     public UcxOptions withConnectTimeout(Duration timeout) {
         UcxOptions o = copy();
         o.connectTimeout = positive(timeout, "connectTimeout");
         return o;
     }
 
-    /** How long a graceful {@link Endpoint#close()} may flush before it aborts (1 s). */
+    /**
+     * How long a graceful {@link Endpoint#close()} may flush before it aborts (1 s).
+     *
+     * @param timeout the timeout, positive
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code timeout} is zero or negative
+     */
     public UcxOptions withCloseTimeout(Duration timeout) {
         UcxOptions o = copy();
         o.closeTimeout = positive(timeout, "closeTimeout");
@@ -105,6 +144,10 @@ public final class UcxOptions implements Cloneable {
      * defaults). Whole seconds, from 2 s to one day; where the JDK cannot set the probe timing ({@code jdk.net}'s
      * {@code TCP_KEEPIDLE} unsupported) the system's keepalive settings apply. Raw endpoints
      * ({@link Ucx#connect(WorkerAddress)}) have no socket and rely on UCX alone.
+     *
+     * @param timeout the timeout: whole seconds, from 2 s to one day
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code timeout} is not whole seconds from 2 s to one day
      */
     public UcxOptions withLivenessTimeout(Duration timeout) {
         positive(timeout, "livenessTimeout");
@@ -118,7 +161,12 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
-    /** A name for the worker and its progress thread (logs, {@code info}). */
+    /**
+     * A name for the worker and its progress thread (logs, {@code info}).
+     *
+     * @param name the name (default {@code ucx4j}); each {@link Ucx} opened with it appends {@code -} and a number
+     * @return a copy with this setting
+     */
     public UcxOptions withName(String name) {
         UcxOptions o = copy();
         o.name = Objects.requireNonNull(name, "name");
@@ -129,6 +177,10 @@ public final class UcxOptions implements Cloneable {
      * A shared secret both sides of every connection must prove (HMAC-SHA256 challenge/response in the handshake,
      * the secret itself never crosses the wire). A peer without it is rejected before any UCX endpoint exists and
      * no connection handler sees it. UCX does not encrypt the traffic that follows.
+     *
+     * @param secret the secret, at least one byte (copied; default: none)
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code secret} is empty
      */
     public UcxOptions withSecret(byte[] secret) {
         Objects.requireNonNull(secret, "secret");
@@ -146,6 +198,10 @@ public final class UcxOptions implements Cloneable {
      * slots for device allocators (CUDA comes later). With a {@code PooledAllocator} (the default or one given here),
      * eager payloads above 32 KiB + 64 B that UCX assembled from fragments are kept in UCX's buffer instead (see
      * {@link #withUcxBuffers}); any other allocator gets every payload.
+     *
+     * @param type the memory type
+     * @param allocator the allocator for it
+     * @return a copy with this setting
      */
     public UcxOptions withAllocator(MemoryType type, MemoryAllocator allocator) {
         Objects.requireNonNull(type, "type");
@@ -158,7 +214,11 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
-    /** The allocator registered for {@code type}, or null (for host memory: ucx4j's pooled default). */
+    /**
+     * {@return the allocator registered for {@code type}, or null (for host memory: ucx4j's pooled default)}
+     *
+     * @param type the memory type
+     */
     public MemoryAllocator allocator(MemoryType type) {
         return allocators.get(type);
     }
@@ -166,6 +226,10 @@ public final class UcxOptions implements Cloneable {
     /**
      * Most frames one {@link Endpoint#recvFrames()} message may carry (default 256); a peer's header claiming more
      * is refused before anything is allocated. The sender checks its own cap too.
+     *
+     * @param maxFrames the most frames in one message, zero or more
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code maxFrames} is negative
      */
     public UcxOptions withMaxFrames(int maxFrames) {
         if (maxFrames < 0) {
@@ -176,6 +240,7 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
+    /** {@return the most frames one received message may carry} See {@link #withMaxFrames}. */
     public int maxFrames() {
         return maxFrames;
     }
@@ -183,6 +248,10 @@ public final class UcxOptions implements Cloneable {
     /**
      * Largest receiver-allocated message (active message payload, all frames together, object) this side accepts
      * (default 2 GiB); checked against the sender's header before anything is allocated.
+     *
+     * @param maxBytes the largest such message in bytes, zero or more
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code maxBytes} is negative
      */
     public UcxOptions withMaxMessageBytes(long maxBytes) {
         if (maxBytes < 0) {
@@ -193,6 +262,9 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
+    /**
+     * {@return the largest receiver-allocated message this side accepts, in bytes} See {@link #withMaxMessageBytes}.
+     */
     public long maxMessageBytes() {
         return maxMessageBytes;
     }
@@ -209,6 +281,10 @@ public final class UcxOptions implements Cloneable {
      * plus at most one message per endpoint), and other peers go on one pull at a time until it resumes or goes.
      * The pulls never wait for the application (a sender blocked on a large send cannot deadlock against a receiver
      * blocked on its own). Raise it for many peers on a high-latency network.
+     *
+     * @param bytes the budget in bytes, zero or more
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code bytes} is negative
      */
     public UcxOptions withPullBudget(long bytes) {
         if (bytes < 0) {
@@ -219,6 +295,7 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
+    /** {@return how many bytes of rendezvous payloads the worker pulls at once} See {@link #withPullBudget}. */
     public long pullBudget() {
         return pullBudget;
     }
@@ -227,6 +304,9 @@ public final class UcxOptions implements Cloneable {
      * Bind each received message's memory ({@link AmMessage}, {@link Frames}) to its own shared arena, so that any
      * access after close fails with {@link IllegalStateException} instead of touching freed memory. Off by default:
      * closing a shared arena costs tens of microseconds. A debugging aid, like Netty's paranoid leak detection.
+     *
+     * @param checked whether each received message gets its own arena
+     * @return a copy with this setting
      */
     public UcxOptions withCheckedMessages(boolean checked) {
         UcxOptions o = copy();
@@ -234,6 +314,7 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
+    /** {@return whether each received message gets its own arena} See {@link #withCheckedMessages}. */
     public boolean checkedMessages() {
         return checkedMessages;
     }
@@ -244,6 +325,9 @@ public final class UcxOptions implements Cloneable {
      * {@link PooledAllocator}, and not with {@link #withCheckedMessages}). Such a payload goes back to UCX when its
      * message is closed and cannot be used once its {@link Ucx} is closed; turn this off where messages must outlive
      * the instance that received them.
+     *
+     * @param keep whether such payloads may stay in UCX's buffers
+     * @return a copy with this setting
      */
     public UcxOptions withUcxBuffers(boolean keep) {
         UcxOptions o = copy();
@@ -251,6 +335,7 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
+    /** {@return whether large eager payloads may stay in UCX's buffers, as set} See {@link #withUcxBuffers}. */
     public boolean ucxBuffers() {
         return ucxBuffers;
     }
@@ -265,6 +350,9 @@ public final class UcxOptions implements Cloneable {
      * mismatch.
      * Raw endpoints ({@link Ucx#connect(WorkerAddress)}) have no socket: with this off they rely on the peer
      * closing properly.
+     *
+     * @param on whether endpoints use UCX peer error handling
+     * @return a copy with this setting
      */
     public UcxOptions withPeerErrorHandling(boolean on) {
         UcxOptions o = copy();
@@ -272,39 +360,50 @@ public final class UcxOptions implements Cloneable {
         return o;
     }
 
+    /** {@return whether endpoints use UCX peer error handling} See {@link #withPeerErrorHandling}. */
     public boolean peerErrorHandling() {
         return peerErrorHandling;
     }
 
-    /** The shared secret (a copy), or null. */
+    /** {@return the shared secret (a copy), or null} */
     public byte[] secret() {
         return secret == null ? null : secret.clone();
     }
 
+    /**
+     * {@return the UCX options set here, keys without the {@code UCX_} prefix} An unmodifiable map, in the order the
+     * keys were first set; what UCX will use is {@link Ucx#config(UcxOptions)}.
+     */
     public Map<String, String> ucxOptions() {
         return ucx;
     }
 
+    /** {@return whether {@code UCX_*} environment variables override the options given here} */
     public boolean environmentWins() {
         return environmentWins;
     }
 
+    /** {@return the progress mode} */
     public ProgressMode progressMode() {
         return progressMode;
     }
 
+    /** {@return the default connect and handshake timeout} */
     public Duration connectTimeout() {
         return connectTimeout;
     }
 
+    /** {@return how long a graceful {@link Endpoint#close()} may flush} */
     public Duration closeTimeout() {
         return closeTimeout;
     }
 
+    /** {@return how long the host of a connection's peer may stay silent} See {@link #withLivenessTimeout}. */
     public Duration livenessTimeout() {
         return livenessTimeout;
     }
 
+    /** {@return the name for the worker and its progress thread} */
     public String name() {
         return name;
     }

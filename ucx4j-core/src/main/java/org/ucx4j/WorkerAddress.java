@@ -20,6 +20,10 @@ public final class WorkerAddress {
      * Wraps address bytes (copied). Checked for size only: UCX parses the content when connecting, and trusts it
      * (its parser takes no length; ucx4j pads the copy it hands over with zeros), so take addresses only from peers
      * you trust, as with any UCX program.
+     *
+     * @param bytes the address, 1 byte to 1 MiB, e.g. another process's {@link Ucx#workerAddress()}{@code .toBytes()}
+     * @return the address
+     * @throws IllegalArgumentException if {@code bytes} is empty or longer than 1 MiB
      */
     public static WorkerAddress of(byte[] bytes) {
         Objects.requireNonNull(bytes, "bytes");
@@ -29,15 +33,24 @@ public final class WorkerAddress {
         return new WorkerAddress(bytes.clone());
     }
 
-    /** Parses {@link #toHex()}. */
+    /**
+     * Parses {@link #toHex()}. Leading and trailing whitespace is ignored.
+     *
+     * @param hex the address as hexadecimal digits, two per byte
+     * @return the address
+     * @throws IllegalArgumentException if {@code hex} is not an even number of hexadecimal digits, or the address
+     *         is empty or longer than 1 MiB
+     */
     public static WorkerAddress fromHex(String hex) {
         return of(HexFormat.of().parseHex(hex.trim()));
     }
 
+    /** {@return a copy of the address bytes} */
     public byte[] toBytes() {
         return bytes.clone();
     }
 
+    /** {@return the address bytes as lowercase hexadecimal digits, two per byte, for {@link #fromHex}} */
     public String toHex() {
         return HexFormat.of().formatHex(bytes);
     }
