@@ -184,6 +184,12 @@ public final class UcxShuffleManager extends SortShuffleManager {
         return m == null ? null : m.transport;
     }
 
+    /** This JVM's ucx4j transport, started now if it has not (an executor that has run no shuffle task yet). */
+    static UcxShuffleTransport startLocalTransport() {
+        UcxShuffleManager m = current;
+        return m == null ? null : m.startedTransport();
+    }
+
     /** Every executor's {@link #localTraffic()}, gathered from the driver with one short job. */
     public static List<PeerTraffic> clusterTraffic(org.apache.spark.SparkContext sc) {
         return ExecutorProbe.onEach(sc, UcxShuffleManager::localTraffic);

@@ -75,6 +75,8 @@ final class UcxShuffleTransport implements AutoCloseable {
         final Listener listener;
         final UcxDriverEndpoint.Address address;
         final Set<PeerConnection> connections = ConcurrentHashMap.newKeySet();
+        /** Why it must be replaced, where it failed before it became current (under the transport). */
+        String failedEarly;
 
         Generation(int number, Ucx ucx, BlockServer server, Listener listener, UcxDriverEndpoint.Address address) {
             this.number = number;
@@ -103,8 +105,22 @@ final class UcxShuffleTransport implements AutoCloseable {
         this.driver = RpcUtils.makeDriverRef(UcxDriverEndpoint.NAME, env.conf(), env.rpcEnv());
         this.client = new UcxBlockClient(this);
         Generation g = open(0);
-        live.add(g);
-        current = g;
+        synchronized (this) {
+            live.add(g);
+            current = g;
+        }
+        replaceIfFailedEarly(g);
+    }
+
+    /** {@code g} just became current: if its shared memory failed before that, it is replaced now. */
+    private void replaceIfFailedEarly(Generation g) {
+        String why;
+        synchronized (this) {
+            why = g.failedEarly;
+        }
+        if (why != null) {
+            reopen(g, why);
+        }
     }
 
     /** A new instance: its block server listens and is registered with the driver. */
@@ -121,6 +137,7 @@ final class UcxShuffleTransport implements AutoCloseable {
                 throw UcxShuffleTransport.<RuntimeException>undeclared(
                         new org.apache.spark.SparkException("test: the driver did not take the registration"));
             }
+            awaitRegistrationGate();
             driver.askSync(new UcxDriverEndpoint.Register(me), ClassTag$.MODULE$.apply(Boolean.class));
             addresses.put(executorId, me);
             ucx.onSharedMemoryFailure(e -> reopen(g, e.getMessage()));
@@ -178,39 +195,56 @@ final class UcxShuffleTransport implements AutoCloseable {
      * One try at replacing {@code old}; where the new instance cannot open (UCX refuses, the port range is taken, the
      * driver does not take its registration), the next try follows {@link #reopenDelayMillis} later, for as long as
      * {@code old} is current and the transport open, so an executor is never left without a block server for good.
+     * The new instance opens and registers with the driver outside this transport's lock, so {@link #close} (the
+     * executor stopping) never waits for the driver's answer; an instance that opened after the close is closed here.
      */
     private void reopen(Generation old, String why, int failedTries) {
-        Generation next;
         synchronized (this) {
-            if (closed || current != old || (failedTries == 0 && retrying == old)) {
-                return; // stopping, replaced already, or a try is scheduled
+            if (!closed && (current == null || old.number > current.number)) {
+                old.failedEarly = why; // still registering: replaced once it is current
+                return;
             }
+            if (closed || current != old || (failedTries == 0 && replacing == old)) {
+                return; // stopping, replaced already, or a try is running or scheduled
+            }
+            replacing = old;
             if (failedTries == 0) {
                 LOG.warn("ucx4j shuffle: executor {} replaces its UCX instance: {}", executorId, why);
             }
             if (conf.port() != 0) {
                 old.listener.close(); // the configured port is the new server's
             }
-            try {
-                next = open(old.number + 1);
-            } catch (Exception e) { // also the driver's RPC failures (checked, undeclared)
-                long delay = reopenDelayMillis(failedTries);
-                LOG.error("ucx4j shuffle: executor {} could not replace its UCX instance (try {}): {}; trying again "
-                        + "in {} ms", executorId, failedTries + 1, e.toString(), delay);
-                failedReopens.incrementAndGet();
-                retrying = old;
-                Thread.ofVirtual().name("ucx4j-shuffle-reopen-" + old.number).start(() -> {
-                    try {
-                        Thread.sleep(delay);
-                    } catch (InterruptedException ie) {
-                        // nothing interrupts it; try now rather than leave the chain (and `retrying`) hanging
-                    }
-                    reopen(old, why, failedTries + 1);
-                });
-                return;
+        }
+        Generation next;
+        try {
+            next = open(old.number + 1);
+        } catch (Exception e) { // also the driver's RPC failures (checked, undeclared)
+            long delay = reopenDelayMillis(failedTries);
+            LOG.error("ucx4j shuffle: executor {} could not replace its UCX instance (try {}): {}; trying again "
+                    + "in {} ms", executorId, failedTries + 1, e.toString(), delay);
+            failedReopens.incrementAndGet();
+            Thread.ofVirtual().name("ucx4j-shuffle-reopen-" + old.number).start(() -> {
+                try {
+                    Thread.sleep(delay);
+                } catch (InterruptedException ie) {
+                    // nothing interrupts it; try now rather than leave the chain (and `replacing`) hanging
+                }
+                reopen(old, why, failedTries + 1);
+            });
+            return;
+        }
+        boolean stopped;
+        synchronized (this) {
+            stopped = closed;
+            if (!stopped) {
+                live.add(next);
+                current = next;
             }
-            live.add(next);
-            current = next;
+        }
+        if (stopped) { // the executor stopped while the new instance registered: close() did not see it
+            next.listener.close();
+            next.ucx.close();
+            return;
         }
         old.listener.close();
         old.server.goAway();
@@ -218,6 +252,7 @@ final class UcxShuffleTransport implements AutoCloseable {
             c.retire();
         }
         Thread.ofVirtual().name("ucx4j-shuffle-drain-" + old.number).start(() -> drainAndClose(old));
+        replaceIfFailedEarly(next);
     }
 
     /**
@@ -268,12 +303,42 @@ final class UcxShuffleTransport implements AutoCloseable {
         return Math.min(30_000L, 1000L << Math.min(failedTries, 5));
     }
 
-    /** The instance whose replacement failed and is tried again later (under this). */
-    private Generation retrying;
+    /**
+     * The instance being replaced: a try is running, or one failed and the next is scheduled (under this; only
+     * the first request to replace an instance starts tries, later ones return at once).
+     */
+    private Generation replacing;
 
     /** Tests: how many of the next instances fail to open (their registration with the driver fails). */
     private final java.util.concurrent.atomic.AtomicInteger openFaults = new java.util.concurrent.atomic.AtomicInteger();
     private final java.util.concurrent.atomic.AtomicInteger failedReopens = new java.util.concurrent.atomic.AtomicInteger();
+
+    private volatile java.util.concurrent.CountDownLatch registrationGate;
+    private final java.util.concurrent.atomic.AtomicInteger registrationsHeld =
+            new java.util.concurrent.atomic.AtomicInteger();
+
+    private void awaitRegistrationGate() {
+        java.util.concurrent.CountDownLatch gate = registrationGate;
+        if (gate != null) { // tests: a driver slow to answer
+            registrationsHeld.incrementAndGet();
+            try {
+                gate.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while registering", e);
+            }
+        }
+    }
+
+    /** Tests: instances opened from now on wait for {@code gate} before registering, as with a slow driver. */
+    void holdRegistrations(java.util.concurrent.CountDownLatch gate) {
+        registrationGate = gate;
+    }
+
+    /** Tests: how many instances reached {@link #holdRegistrations}'s gate. */
+    int registrationsHeld() {
+        return registrationsHeld.get();
+    }
 
     /** Tests: the next {@code n} tries at opening an instance fail, as if the driver did not answer. */
     void failNextReopens(int n) {
@@ -329,7 +394,7 @@ final class UcxShuffleTransport implements AutoCloseable {
     }
 
     /** True once the transport closed (the executor stops): nothing is retried then. */
-    boolean isStopped() { // no lock: called on ucx4j's progress thread, and reopen() holds this across an RPC
+    boolean isStopped() { // no lock: called on ucx4j's progress thread
         return closed;
     }
 

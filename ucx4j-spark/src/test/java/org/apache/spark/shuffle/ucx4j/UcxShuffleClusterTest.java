@@ -1,6 +1,7 @@
 package org.apache.spark.shuffle.ucx4j;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -78,6 +79,47 @@ class UcxShuffleClusterTest {
                 // a dropped connection is asked again a second later (Spark's default: 5 s)
                 .set("spark.shuffle.io.retryWait", "1s"));
         spark.sparkContext().addSparkListener(METRICS);
+    }
+
+    @Test
+    @Order(10)
+    void anExecutorThatStopsWhileANewInstanceRegistersDoesNotWaitForTheDriver() {
+        // last: it closes each executor's transport (Spark's own stop closes it again)
+        List<String> outcome = ExecutorProbe.onEach(spark.sparkContext(), UcxShuffleClusterTest::stopWhileRegistering);
+        assertFalse(outcome.isEmpty(), "no executor answered");
+        for (String o : outcome) {
+            assertEquals("registration held: 1/close returned: true/live instances: 0/replacement ended: true", o,
+                    "the stop waited for the driver's answer, or the late instance outlived it");
+        }
+    }
+
+    /** What {@link #stopWhileRegistering} saw in this executor JVM (its first task acts, later ones report it). */
+    private static String stopOutcome;
+
+    /**
+     * In an executor: a replacement instance waits to register (a slow driver) while the executor stops; the stop
+     * returns without waiting for it, and the instance, registered after the stop, is closed, not kept.
+     */
+    private static synchronized List<String> stopWhileRegistering() throws Exception {
+        if (stopOutcome == null) {
+            // (started here if need be: the executor that replaced the one killed above may have run no shuffle task)
+            UcxShuffleTransport t = UcxShuffleManager.startLocalTransport();
+            java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+            t.holdRegistrations(gate);
+            int generation = t.generation();
+            Thread replace = Thread.ofVirtual().start(() -> t.reopen(generation, "test: a slow driver"));
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (t.registrationsHeld() == 0 && System.nanoTime() - deadline < 0) {
+                Thread.sleep(10);
+            }
+            Thread stop = Thread.ofVirtual().start(t::close);
+            boolean stopped = stop.join(Duration.ofSeconds(30)); // until now, close waited for the registration
+            gate.countDown();
+            boolean replaced = replace.join(Duration.ofSeconds(30));
+            stopOutcome = "registration held: " + t.registrationsHeld() + "/close returned: " + stopped
+                    + "/live instances: " + t.liveInstances() + "/replacement ended: " + replaced;
+        }
+        return List.of(stopOutcome);
     }
 
     @AfterAll
