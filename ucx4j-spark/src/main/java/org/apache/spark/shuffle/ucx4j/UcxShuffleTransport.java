@@ -109,7 +109,8 @@ final class UcxShuffleTransport implements AutoCloseable {
             live.add(g);
             current = g;
         }
-        replaceIfFailedEarly(g);
+        // (on its own thread: a replacement registers with the driver, and the caller holds the manager's start lock)
+        Thread.ofVirtual().name("ucx4j-shuffle-reopen-check").start(() -> replaceIfFailedEarly(g));
     }
 
     /** {@code g} just became current: if its shared memory failed before that, it is replaced now. */
@@ -137,7 +138,7 @@ final class UcxShuffleTransport implements AutoCloseable {
                 throw UcxShuffleTransport.<RuntimeException>undeclared(
                         new org.apache.spark.SparkException("test: the driver did not take the registration"));
             }
-            awaitRegistrationGate();
+            awaitRegistrationGate(g);
             driver.askSync(new UcxDriverEndpoint.Register(me), ClassTag$.MODULE$.apply(Boolean.class));
             addresses.put(executorId, me);
             ucx.onSharedMemoryFailure(e -> reopen(g, e.getMessage()));
@@ -218,7 +219,12 @@ final class UcxShuffleTransport implements AutoCloseable {
         Generation next;
         try {
             next = open(old.number + 1);
-        } catch (Exception e) { // also the driver's RPC failures (checked, undeclared)
+        } catch (Throwable e) { // also the driver's RPC failures (checked, undeclared), and malloc's OutOfMemoryError
+            if (closed) { // the executor is stopping (which may be why the driver did not answer): nothing to replace
+                LOG.debug("ucx4j shuffle: executor {} stopped while replacing its UCX instance: {}", executorId,
+                        e.toString());
+                return;
+            }
             long delay = reopenDelayMillis(failedTries);
             LOG.error("ucx4j shuffle: executor {} could not replace its UCX instance (try {}): {}; trying again "
                     + "in {} ms", executorId, failedTries + 1, e.toString(), delay);
@@ -239,17 +245,26 @@ final class UcxShuffleTransport implements AutoCloseable {
             if (!stopped) {
                 live.add(next);
                 current = next;
+                replacing = null; // (the replaced instance is not kept reachable from here)
             }
         }
         if (stopped) { // the executor stopped while the new instance registered: close() did not see it
             next.listener.close();
             next.ucx.close();
+            lateInstancesClosed.incrementAndGet();
             return;
         }
         old.listener.close();
-        old.server.goAway();
-        for (PeerConnection c : old.connections) {
-            c.retire();
+        try {
+            old.server.goAway();
+            for (PeerConnection c : old.connections) {
+                c.retire();
+            }
+        } catch (RuntimeException e) { // the executor stopped meanwhile: close() closed the old instance
+            if (!closed) {
+                throw e;
+            }
+            return;
         }
         Thread.ofVirtual().name("ucx4j-shuffle-drain-" + old.number).start(() -> drainAndClose(old));
         replaceIfFailedEarly(next);
@@ -317,9 +332,10 @@ final class UcxShuffleTransport implements AutoCloseable {
     private final java.util.concurrent.atomic.AtomicInteger registrationsHeld =
             new java.util.concurrent.atomic.AtomicInteger();
 
-    private void awaitRegistrationGate() {
+    private void awaitRegistrationGate(Generation g) {
         java.util.concurrent.CountDownLatch gate = registrationGate;
         if (gate != null) { // tests: a driver slow to answer
+            registering = g;
             registrationsHeld.incrementAndGet();
             try {
                 gate.await();
@@ -328,6 +344,23 @@ final class UcxShuffleTransport implements AutoCloseable {
                 throw new IllegalStateException("interrupted while registering", e);
             }
         }
+    }
+
+    private volatile Generation registering;
+    private final java.util.concurrent.atomic.AtomicInteger lateInstancesClosed =
+            new java.util.concurrent.atomic.AtomicInteger();
+
+    /** Tests: the instance last held at {@link #holdRegistrations}'s gate fails, as if its shared memory had. */
+    void failRegistering(String why) {
+        Generation g = registering;
+        if (g != null) {
+            reopen(g, why);
+        }
+    }
+
+    /** Tests: instances that finished registering after the transport closed, and were closed then. */
+    int lateInstancesClosed() {
+        return lateInstancesClosed.get();
     }
 
     /** Tests: instances opened from now on wait for {@code gate} before registering, as with a slow driver. */

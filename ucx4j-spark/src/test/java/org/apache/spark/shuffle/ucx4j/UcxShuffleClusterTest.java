@@ -83,43 +83,60 @@ class UcxShuffleClusterTest {
 
     @Test
     @Order(10)
-    void anExecutorThatStopsWhileANewInstanceRegistersDoesNotWaitForTheDriver() {
+    void anInstanceThatFailsWhileRegisteringIsReplacedAndAStopDoesNotWaitForTheDriver() {
         // last: it closes each executor's transport (Spark's own stop closes it again)
-        List<String> outcome = ExecutorProbe.onEach(spark.sparkContext(), UcxShuffleClusterTest::stopWhileRegistering);
+        List<String> outcome = ExecutorProbe.onEach(spark.sparkContext(), UcxShuffleClusterTest::slowRegistrations);
         assertFalse(outcome.isEmpty(), "no executor answered");
         for (String o : outcome) {
-            assertEquals("registration held: 1/close returned: true/live instances: 0/replacement ended: true", o,
-                    "the stop waited for the driver's answer, or the late instance outlived it");
+            assertEquals("replaced while registering: +2/held: 2/close returned: true/late instances closed: 1/"
+                    + "live instances: 0/replacement ended: true", o);
         }
     }
 
-    /** What {@link #stopWhileRegistering} saw in this executor JVM (its first task acts, later ones report it). */
-    private static String stopOutcome;
+    /** What {@link #slowRegistrations} saw in this executor JVM (its first task acts, later ones report it). */
+    private static String slowRegistrationsOutcome;
 
     /**
-     * In an executor: a replacement instance waits to register (a slow driver) while the executor stops; the stop
-     * returns without waiting for it, and the instance, registered after the stop, is closed, not kept.
+     * In an executor, with a driver slow to take registrations: a replacement instance whose shared memory fails
+     * while it registers is replaced in turn once it is current; and an executor that stops while a replacement
+     * registers returns without waiting for the driver, the replacement being closed once its registration ends.
      */
-    private static synchronized List<String> stopWhileRegistering() throws Exception {
-        if (stopOutcome == null) {
+    private static synchronized List<String> slowRegistrations() throws Exception {
+        if (slowRegistrationsOutcome == null) {
             // (started here if need be: the executor that replaced the one killed above may have run no shuffle task)
             UcxShuffleTransport t = UcxShuffleManager.startLocalTransport();
-            java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
-            t.holdRegistrations(gate);
             int generation = t.generation();
+            java.util.concurrent.CountDownLatch first = new java.util.concurrent.CountDownLatch(1);
+            t.holdRegistrations(first);
             Thread replace = Thread.ofVirtual().start(() -> t.reopen(generation, "test: a slow driver"));
-            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
-            while (t.registrationsHeld() == 0 && System.nanoTime() - deadline < 0) {
-                Thread.sleep(10);
-            }
+            awaitHeld(t, 1);
+            t.failRegistering("test: as if its shared memory failed while it registered");
+            t.holdRegistrations(null);
+            first.countDown();
+            replace.join(Duration.ofSeconds(30));
+            int replaced = t.generation() - generation;
+
+            java.util.concurrent.CountDownLatch second = new java.util.concurrent.CountDownLatch(1);
+            t.holdRegistrations(second);
+            int now = t.generation();
+            replace = Thread.ofVirtual().start(() -> t.reopen(now, "test: a slow driver, again"));
+            awaitHeld(t, 2);
             Thread stop = Thread.ofVirtual().start(t::close);
             boolean stopped = stop.join(Duration.ofSeconds(30)); // until now, close waited for the registration
-            gate.countDown();
-            boolean replaced = replace.join(Duration.ofSeconds(30));
-            stopOutcome = "registration held: " + t.registrationsHeld() + "/close returned: " + stopped
-                    + "/live instances: " + t.liveInstances() + "/replacement ended: " + replaced;
+            second.countDown();
+            boolean ended = replace.join(Duration.ofSeconds(30));
+            slowRegistrationsOutcome = "replaced while registering: +" + replaced + "/held: " + t.registrationsHeld()
+                    + "/close returned: " + stopped + "/late instances closed: " + t.lateInstancesClosed()
+                    + "/live instances: " + t.liveInstances() + "/replacement ended: " + ended;
         }
-        return List.of(stopOutcome);
+        return List.of(slowRegistrationsOutcome);
+    }
+
+    private static void awaitHeld(UcxShuffleTransport t, int n) throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        while (t.registrationsHeld() < n && System.nanoTime() - deadline < 0) {
+            Thread.sleep(10);
+        }
     }
 
     @AfterAll
