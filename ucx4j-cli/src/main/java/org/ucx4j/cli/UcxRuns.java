@@ -42,10 +42,6 @@ final class UcxRuns {
         String cli() {
             return name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
         }
-
-        boolean activeMessages() {
-            return this == AM || this == AM_HANDLER;
-        }
     }
 
     private UcxRuns() {}
@@ -142,10 +138,16 @@ final class UcxRuns {
             try {
                 if (ucx.options().progressMode() == ProgressMode.CALLER) {
                     while (latch.getCount() > 0) { // this thread drives the worker, and the handler runs in it
-                        ucx.progress();
+                        if (ucx.progress() == 0 && !ep.isAlive()) {
+                            throw new IllegalStateException("the client went away in the middle of a run");
+                        }
                     }
-                } else if (!latch.await(1, java.util.concurrent.TimeUnit.HOURS)) {
-                    throw new IllegalStateException("the client's active messages did not all land within an hour");
+                } else {
+                    while (!latch.await(100, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                        if (!ep.isAlive()) {
+                            throw new IllegalStateException("the client went away in the middle of a run");
+                        }
+                    }
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
