@@ -8,12 +8,15 @@ package org.ucx4j;
  * Endpoint#closeAfterReceives} counts neither; the quantiles mix both directions (one set per endpoint, as the seed's
  * per-peer table has).
  * <p>
- * Each transfer adds one figure: the bytes of the last 8 such transfers the same way over the time they had the
- * endpoint's direction to themselves, each from its start (a send or receive posted, an active-message pull begun),
- * or from the completion of the transfer before it if that came later, to its completion. A transfer that found the
- * link idle counts its whole time; one of a window of outstanding transfers counts the gap since the one before it
- * completed, not its wait behind the others (until the tenth session each figure was one transfer's size over its
- * time from its start: with 32 sends of 1 MiB outstanding, about a 32nd of the link's bandwidth).
+ * Each transfer of at least 1 MB adds one figure: the bytes of the last 8 such transfers the same way (itself
+ * included) over the sum of their service times. A transfer's service time runs from its start (a send or receive
+ * posted, an active-message pull begun), or from the completion of the large transfer before it the same way if that
+ * came later, to its completion: a transfer that found the link idle counts its whole time; one of a window of
+ * outstanding transfers counts the gap since the one before it completed, not its wait behind the others (until the
+ * tenth session each figure was one transfer's size over its time from its start: with 32 sends of 1 MiB
+ * outstanding, about a 32nd of the link's bandwidth). A figure above 1 TB/s (completions seen together by an owner
+ * that had not progressed for a while) is left out, though its transfer still counts in {@code largeTransfers}; the
+ * quantiles are taken over the last 1024 figures.
  *
  * @param peer the peer, as {@link Endpoint#remoteAddress()} names it
  * @param bytesSent bytes sent (sends, puts)

@@ -2,7 +2,9 @@ package org.ucx4j;
 
 /**
  * One receiver-allocated message (active message, frames, object) could not be taken and was dropped: its memory
- * could not be allocated (UCS_ERR_NO_MEMORY), or it was refused ({@link MessageRefusedException}). The receive that
+ * could not be allocated (UCS_ERR_NO_MEMORY), it was refused ({@link MessageRefusedException}), or its connection
+ * went away while its payload was still on its way (UCS_ERR_CONNECTION_RESET, in place of the lost message, so that
+ * the next one does not arrive as if none were missing). The receive that
  * would have got it fails with this; later messages still flow, so a receive loop may go on. {@link #header()}
  * tells which message it was. The sender is not told: a large (rendezvous) message is refused only after its send
  * was accepted, and UCX 1.13 can release such a message only with a success acknowledgement.

@@ -3,8 +3,11 @@ package org.ucx4j;
 import org.ucx4j.internal.ffi.Status;
 
 /**
- * Root of ucx4j's exceptions, one subclass per family of {@code ucs_status_t}. Every message carries UCX's status
- * name, e.g. {@code recv failed: UCS_ERR_CONNECTION_RESET (Connection reset by remote peer)}.
+ * Root of ucx4j's exceptions, one subclass per family of {@code ucs_status_t}. Every exception made from a UCX
+ * status carries UCX's status name in its message, e.g. {@code recv failed: UCS_ERR_CONNECTION_RESET (Connection
+ * reset by remote peer)}, and so do those ucx4j raises itself for a failure that has a fitting status (a refused
+ * handshake, a dropped message: {@link #status()} tells it); the few with no fitting status (status 0, such as an
+ * unexpected error inside ucx4j, kept as the cause) carry the cause's text instead.
  * Unchecked, like the rest of the futures-based API.
  */
 public class UcxException extends RuntimeException {
