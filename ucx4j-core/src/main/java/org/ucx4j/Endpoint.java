@@ -861,12 +861,19 @@ public final class Endpoint implements AutoCloseable {
             throw new IllegalStateException("this endpoint already has an active-message handler");
         }
         boolean checked = ucx.options().checkedMessages();
-        engine.setAmHandler(core, d -> handler.accept(new AmMessage(d, this, checked)), handlerSet());
+        engine.setAmHandler(core, d -> {
+            AmMessage m = new AmMessage(d, this, checked);
+            try {
+                handler.accept(m);
+            } catch (Throwable t) {
+                m.close(); // through its checked arena, if any: a payload segment the handler kept fails cleanly
+                throw t;
+            }
+        }, handlerSet());
     }
 
-    private IllegalStateException handlerSet() {
-        return new IllegalStateException("active messages of this endpoint go to its handler (onActiveMessage), "
-                + "not to amRecv");
+    private static IllegalStateException handlerSet() {
+        return org.ucx4j.internal.engine.EndpointCore.handlerSet();
     }
 
     private void checkNoHandler() {
@@ -885,7 +892,7 @@ public final class Endpoint implements AutoCloseable {
         ucx.checkOpen();
         checkNoHandler();
         boolean checked = ucx.options().checkedMessages();
-        return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this, checked), true);
+        return Ucx.adapt(engine.amTake(core, AmWire.PLAIN), d -> new AmMessage(d, this, checked), true, false);
     }
 
     /**
@@ -983,7 +990,7 @@ public final class Endpoint implements AutoCloseable {
     public CompletableFuture<Frames> recvFramesAsync() {
         ucx.checkOpen();
         boolean checked = ucx.options().checkedMessages();
-        return Ucx.adapt(engine.amTake(core, AmWire.FRAMES), d -> new Frames(d, checked), true);
+        return Ucx.adapt(engine.amTake(core, AmWire.FRAMES), d -> new Frames(d, checked), true, false);
     }
 
     /**
@@ -1092,7 +1099,8 @@ public final class Endpoint implements AutoCloseable {
      */
     public CompletableFuture<byte[]> recvObjectAsync() {
         ucx.checkOpen();
-        return Ucx.adapt(engine.amTake(core, AmWire.OBJECT), Endpoint::objectBytes, false);
+        return Ucx.adapt(engine.amTake(core, AmWire.OBJECT),
+                d -> d.payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), false, true);
     }
 
     /**

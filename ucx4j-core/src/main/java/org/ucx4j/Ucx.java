@@ -822,7 +822,7 @@ public final class Ucx implements AutoCloseable {
         checkOpen();
         boolean checked = options.checkedMessages();
         return adapt(engine.amTake(null, org.ucx4j.internal.engine.AmWire.PLAIN), d -> new AmMessage(d, null, checked),
-                true);
+                true, false);
     }
 
     /**
@@ -851,46 +851,96 @@ public final class Ucx implements AutoCloseable {
 
     /**
      * The future of a receiver-allocated message, converted where it arrives ({@code here}: ucx4j's own code, no
-     * copy) or off the worker's thread (a copy). Canceling the result withdraws
-     * the receive (a message then goes to the next receive); it fails once a message was handed over.
+     * copy) or off the worker's thread (a copy, after which {@code copied} says the message is freed). Canceling the
+     * result withdraws the receive (a message then goes to the next receive); it fails once a message was handed
+     * over. So does completing it any other way ({@code orTimeout}, {@code completeOnTimeout}, {@code complete}): a
+     * message handed over just then goes back to be received again, not lost.
      */
     static <T> CompletableFuture<T> adapt(
             org.ucx4j.internal.engine.EngineFuture<org.ucx4j.internal.engine.AmData> src,
-            java.util.function.Function<org.ucx4j.internal.engine.AmData, T> convert, boolean here) {
-        // waiting on it drives the worker, as on src (EngineFuture)
-        CompletableFuture<T> out = new org.ucx4j.internal.engine.EngineFuture<T>(
-                org.ucx4j.internal.engine.EngineFuture.engineOf(src)) {
-            @Override
-            public boolean cancel(boolean mayInterruptIfRunning) {
-                // withdraw the receive first; once a message was handed over, it is delivered, not dropped
-                return src.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
-            }
-        };
+            java.util.function.Function<org.ucx4j.internal.engine.AmData, T> convert, boolean here, boolean copied) {
+        Received<T> out = new Received<>(src);
+        org.ucx4j.internal.engine.Engine engine = org.ucx4j.internal.engine.EngineFuture.engineOf(src);
         // the conversion is ucx4j's own code: where src completes (no hop to the executor before the waiter, or the
         // user's dependents, see the message) unless it copies (here false), which stays off the worker's thread
         java.util.function.BiConsumer<org.ucx4j.internal.engine.AmData, Throwable> deliver = (d, e) -> {
             if (e != null) {
                 boolean wrapped = e instanceof java.util.concurrent.CompletionException && e.getCause() != null;
-                out.completeExceptionally(wrapped ? e.getCause() : e);
-            } else if (out.isDone()) {
+                out.settleExceptionally(wrapped ? e.getCause() : e);
+                return;
+            }
+            if (out.isDone()) { // given up as it came: for the next receive
+                engine.unread(d);
+                return;
+            }
+            T value;
+            try {
+                value = convert.apply(d);
+            } catch (Throwable t) {
                 d.free();
-            } else {
-                try {
-                    if (!out.complete(convert.apply(d))) {
-                        d.free();
-                    }
-                } catch (Throwable t) {
-                    d.free();
-                    out.completeExceptionally(t);
-                }
+                out.settleExceptionally(t);
+                return;
+            }
+            if (!out.settle(value)) {
+                engine.unread(d); // (a message's holder is dropped unread; a copy was taken, d still holds it)
+            } else if (copied) {
+                d.free();
             }
         };
         if (here) {
             src.whenDoneHere(deliver);
         } else {
-            src.whenComplete(deliver);
+            src.whenDoneHere((d, e) -> { // the check on the worker's thread, the copy off it
+                if (e == null && out.isDone()) {
+                    engine.unread(d);
+                } else {
+                    src.defaultExecutor().execute(() -> deliver.accept(d, e));
+                }
+            });
         }
         return out;
+    }
+
+    /** {@link #adapt}'s future: whoever completes it but the receive withdraws the receive. */
+    private static final class Received<T> extends org.ucx4j.internal.engine.EngineFuture<T> {
+        private final CompletableFuture<org.ucx4j.internal.engine.AmData> src;
+
+        Received(org.ucx4j.internal.engine.EngineFuture<org.ucx4j.internal.engine.AmData> src) {
+            // waiting on it drives the worker, as on src (EngineFuture)
+            super(org.ucx4j.internal.engine.EngineFuture.engineOf(src));
+            this.src = src;
+        }
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            // withdraw the receive first; once a message was handed over, it is delivered, not dropped
+            return src.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
+        }
+
+        @Override
+        public boolean complete(T value) {
+            return withdrawIf(super.complete(value));
+        }
+
+        @Override
+        public boolean completeExceptionally(Throwable ex) {
+            return withdrawIf(super.completeExceptionally(ex));
+        }
+
+        private boolean withdrawIf(boolean completed) {
+            if (completed) {
+                src.cancel(false); // nobody takes the next message here any more
+            }
+            return completed;
+        }
+
+        boolean settle(T value) {
+            return super.complete(value);
+        }
+
+        boolean settleExceptionally(Throwable ex) {
+            return super.completeExceptionally(ex);
+        }
     }
 
     // ---------------------------------------------------------------- progress & close

@@ -456,6 +456,78 @@ class ActiveMessageTest {
     }
 
     /**
+     * A receive future the application completes itself ({@code orTimeout}, {@code completeOnTimeout},
+     * {@code complete}) takes no message: each kind's next message goes to the next receive, whole.
+     */
+    @Test
+    void aReceiveTheApplicationGivesUpOnTakesNoMessage() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            CompletableFuture<AmMessage> timed = server.amRecvAsync().orTimeout(50, TimeUnit.MILLISECONDS);
+            ExecutionException e = assertThrows(ExecutionException.class, () -> timed.get(10, TimeUnit.SECONDS));
+            assertInstanceOf(java.util.concurrent.TimeoutException.class, e.getCause());
+            CompletableFuture<Frames> defaulted = server.recvFramesAsync().completeOnTimeout(null, 50,
+                    TimeUnit.MILLISECONDS);
+            assertNull(defaulted.get(10, TimeUnit.SECONDS));
+            CompletableFuture<byte[]> object = server.recvObjectAsync();
+            assertTrue(object.complete(new byte[] {9}));
+            client.amSend(header(1), new byte[] {1});
+            client.sendFrames(List.of(MemorySegment.ofArray(new byte[] {2, 2})));
+            client.sendObject(new byte[] {3, 3, 3});
+            try (AmMessage m = server.amRecv(T)) {
+                assertArrayEquals(new byte[] {1}, m.payloadBytes());
+            }
+            try (Frames f = server.recvFrames(T)) {
+                assertArrayEquals(new byte[] {2, 2}, f.get(0).toArray(ValueLayout.JAVA_BYTE));
+            }
+            assertArrayEquals(new byte[] {3, 3, 3}, server.recvObject(T));
+            Data.eventually(() -> alloc.outstanding.get() == 0);
+        });
+    }
+
+    /**
+     * A message handed to a receive whose future was completed just before (the race of an application's timeout
+     * with the message, forced here with {@code obtrude*}, which completes a future without withdrawing its
+     * receive) goes back ahead of later messages, to the next receive: nothing lost, order kept.
+     */
+    @Test
+    void aMessageHandedToAReceiveGivenUpMeanwhileGoesToTheNextInOrder() throws Exception {
+        pair(UcxOptions.defaults(), (client, server, alloc) -> {
+            CompletableFuture<AmMessage> gone = server.amRecvAsync();
+            CompletableFuture<byte[]> goneObject = server.recvObjectAsync();
+            Data.eventually(() -> TestHooks.amReceivesWaiting(server.core()) == 1);
+            gone.obtrudeException(new java.util.concurrent.TimeoutException("test"));
+            goneObject.obtrudeValue(null);
+            for (int i = 1; i <= 3; i++) {
+                client.amSend(header(i), new byte[] {(byte) i});
+                client.sendObject(new byte[] {(byte) (10 + i)});
+            }
+            for (int i = 1; i <= 3; i++) {
+                try (AmMessage m = server.amRecv(T)) {
+                    assertArrayEquals(new byte[] {(byte) i}, m.payloadBytes(), "message " + i);
+                }
+                assertArrayEquals(new byte[] {(byte) (10 + i)}, server.recvObject(T), "object " + i);
+            }
+            Data.eventually(() -> alloc.outstanding.get() == 0);
+        });
+    }
+
+    /** A handler that throws has its message closed through the checked arena: a payload it kept fails cleanly. */
+    @Test
+    void aThrowingHandlersMessageIsClosedAsTheApplicationWouldCloseIt() throws Exception {
+        pair(UcxOptions.defaults().withCheckedMessages(true), (client, server, alloc) -> {
+            CompletableFuture<MemorySegment> kept = new CompletableFuture<>();
+            server.onActiveMessage(m -> {
+                kept.complete(m.payload());
+                throw new IllegalStateException("test: a handler that fails");
+            });
+            client.amSend(new byte[0], new byte[] {1, 2, 3});
+            MemorySegment payload = kept.get(10, TimeUnit.SECONDS);
+            Data.eventually(() -> alloc.outstanding.get() == 0);
+            assertThrows(IllegalStateException.class, () -> payload.get(ValueLayout.JAVA_BYTE, 1));
+        });
+    }
+
+    /**
      * UCX takes headers up to its worker's max_am_header, and older or unchecked builds abort the process or
      * overrun a buffer beyond it: the longest header allowed arrives intact, one byte more is refused before
      * anything is sent, and so is a frame list whose header would be too long.

@@ -1,5 +1,6 @@
 package org.ucx4j;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -57,6 +58,38 @@ class CallerModeTest {
                 body.run(a, client, server);
             }
         }
+    }
+
+    /**
+     * A handler set from another thread while the owner waits in {@code amRecv} fails that receive, as it fails
+     * receives waiting on futures, instead of leaving it to wait for messages that now go to the handler.
+     */
+    @Test
+    void aHandlerSetWhileTheOwnerWaitsInAmRecvFailsThatReceive() throws Exception {
+        withCallerClient((a, client, server) -> {
+            java.util.concurrent.LinkedBlockingQueue<byte[]> handled = new java.util.concurrent.LinkedBlockingQueue<>();
+            Thread setter = Thread.ofVirtual().start(() -> {
+                try {
+                    Thread.sleep(200);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                client.onActiveMessage(m -> {
+                    handled.add(m.payloadBytes());
+                    m.close();
+                });
+            });
+            IllegalStateException e = assertThrows(IllegalStateException.class,
+                    () -> client.amRecv(Duration.ofSeconds(5)));
+            assertTrue(e.getMessage().contains("onActiveMessage"), e.getMessage());
+            setter.join();
+            server.amSend(new byte[0], new byte[] {7});
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (handled.isEmpty() && System.nanoTime() < deadline) {
+                a.progress();
+            }
+            assertArrayEquals(new byte[] {7}, handled.poll());
+        });
     }
 
     /** Drives the caller-mode worker until {@code f} completes. */

@@ -402,6 +402,22 @@ final class Connections {
         }
     }
 
+    /**
+     * Whether a message of {@code c} (null: a raw peer's) may go back to its inbox to be read (owner thread): not
+     * once the application closed the endpoint, whose unread messages are freed, nor once the endpoint was
+     * released with nothing unread (its inboxes are then nobody's to clear), unless it is kept readable here.
+     */
+    boolean takesBack(EndpointCore c) {
+        if (c == null || c.state != EndpointCore.CLOSED || lostUnread.contains(c)) {
+            return true;
+        }
+        if (c.closedLocally || c.unreadDiscarded) {
+            return false;
+        }
+        lostUnread.add(c); // readable until the application closes the endpoint, or the Ucx closes
+        return true;
+    }
+
     /** The worker closes: frees what endpoints ended by their peers still held unread. */
     void clearLostUnread(UcxException closed) {
         for (EndpointCore c : lostUnread) {

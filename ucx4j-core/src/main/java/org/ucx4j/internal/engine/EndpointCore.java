@@ -104,6 +104,20 @@ public final class EndpointCore {
     public boolean hasAmHandler() {
         return amHandlerClaimed.get();
     }
+
+    /** What a receive of plain active messages fails with on an endpoint that has a handler. */
+    public static IllegalStateException handlerSet() {
+        return new IllegalStateException("active messages of this endpoint go to its handler (onActiveMessage), "
+                + "not to amRecv");
+    }
+
+    /**
+     * Why a receive of {@code kind} waiting on this endpoint can never be answered (owner thread): plain active
+     * messages go to the handler set meanwhile. Null otherwise.
+     */
+    IllegalStateException handlerTakes(byte kind) {
+        return kind == AmWire.PLAIN && amHandler != null ? handlerSet() : null;
+    }
     /** Set by the API layer: the public object handed to users. */
     public volatile Object facade;
 

@@ -825,6 +825,10 @@ public final class Engine {
             if (entry != null) {
                 throw (UcxException) entry;
             }
+            IllegalStateException handled = ep == null ? null : ep.handlerTakes(kind); // set while this waited
+            if (handled != null) {
+                throw handled;
+            }
             UcxException bad = stopRequested ? closedError(what) : ep == null ? null : ep.unusable(what);
             if (bad != null) {
                 if (stopRequested) {
@@ -858,6 +862,11 @@ public final class Engine {
     private void takeNow(SafeFuture<AmData> f, EndpointCore ep, byte kind) {
         if (stopRequested) {
             f.completeExceptionally(closedError("receive"));
+            return;
+        }
+        IllegalStateException handled = ep == null ? null : ep.handlerTakes(kind); // set after the caller checked
+        if (handled != null) {
+            f.completeExceptionally(handled);
             return;
         }
         Inbox in = amReceiver.inbox(ep, kind);
@@ -994,6 +1003,35 @@ public final class Engine {
         if (!terminated && !stopRequested) {
             execute(() -> connections.discardUnread(ep));
         }
+    }
+
+    /**
+     * A received message whose receive's future the application completed just as the message was handed to it
+     * (a timeout of its own, such as {@code orTimeout}): back to its inbox, ahead of what came after it, for the
+     * next receive, instead of lost. On the owner thread, within the hand-over, nothing else was delivered
+     * meanwhile, so the order stands; from another thread (a conversion off the owner thread that lost the race)
+     * it goes back when the owner runs the task. Freed where nobody can read it any more (closed endpoint or
+     * worker).
+     */
+    public void unread(AmData d) {
+        if (Thread.currentThread() != owner) {
+            Op op = new Op(this);
+            op.kind = Op.TASK;
+            op.what = "task";
+            op.task = () -> unread(d);
+            op.whenComplete((v, e) -> {
+                if (e != null) { // the worker closed first
+                    d.free();
+                }
+            });
+            submit(op);
+            return;
+        }
+        if (stopRequested || terminated || !connections.takesBack(d.ep)) {
+            d.free();
+            return;
+        }
+        amReceiver.inbox(d.ep, d.kind).deliverFirst(d);
     }
 
     /** Runs a task on the owner thread. */

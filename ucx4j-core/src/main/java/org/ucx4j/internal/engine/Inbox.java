@@ -21,13 +21,29 @@ final class Inbox {
 
     /** Hands {@code entry} to the oldest live waiter, or keeps it. */
     void deliver(Object entry) {
+        hand(entry, false);
+    }
+
+    /**
+     * Hands {@code entry}, which a receive gave up just as it got it, to the oldest live waiter, or keeps it ahead
+     * of what arrived after it.
+     */
+    void deliverFirst(Object entry) {
+        hand(entry, true);
+    }
+
+    private void hand(Object entry, boolean first) {
         SafeFuture<AmData> w;
         while ((w = waiters.poll()) != null) {
             if (offer(w, entry)) {
                 return;
             }
         }
-        ready.add(entry);
+        if (first) {
+            ready.addFirst(entry);
+        } else {
+            ready.add(entry);
+        }
     }
 
     /** The oldest entry nobody waited for, or null (owner thread). */
