@@ -151,9 +151,17 @@ final class BlockServer implements ConnectionHandler {
      * made are still answered.
      */
     void goAway() {
+        goingAway = true;
         for (Endpoint ep : clients) {
-            ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.GOAWAY, 0, 0)), EMPTY).exceptionally(t -> 0L);
+            sendGoAway(ep);
         }
+    }
+
+    /** Set by {@link #goAway()}: a reducer whose connection is handed over only later is told at once. */
+    private volatile boolean goingAway;
+
+    private static void sendGoAway(Endpoint ep) {
+        ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.GOAWAY, 0, 0)), EMPTY).exceptionally(t -> 0L);
     }
 
     @Override
@@ -164,6 +172,9 @@ final class BlockServer implements ConnectionHandler {
                 onClientClosed.accept(ep);
             }
         });
+        if (goingAway) { // accepted before the listener closed, handed over after goAway() went through the clients
+            sendGoAway(ep); // (it may hear it twice: one more is harmless)
+        }
         SendBudget budget = new SendBudget(budgetBytes, peakBytesInFlight, bytesInFlight);
         try {
             while (true) {

@@ -2,7 +2,6 @@ package org.apache.spark.shuffle.ucx4j;
 
 import java.time.Duration;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 
 import org.apache.spark.SparkConf;
@@ -117,9 +116,62 @@ final class UcxShuffleConf {
      */
     static final Map<String, String> UCX_DEFAULTS = Map.of("POSIX_FIFO_SIZE", "256");
 
+    /** The progress thread's mode: {@code backoff}, {@code blocking} or {@code polling}. */
+    ProgressMode progressMode() {
+        String v = conf.get(PROGRESS_MODE, "backoff");
+        for (ProgressMode m : List.of(ProgressMode.BACKOFF, ProgressMode.BLOCKING, ProgressMode.POLLING)) {
+            if (m.name().equalsIgnoreCase(v.trim())) {
+                return m;
+            }
+        }
+        // (caller mode has no progress thread: nothing would serve blocks between a task's own calls)
+        throw new IllegalArgumentException("backoff, blocking or polling expected");
+    }
+
+    /**
+     * Checks every setting of the plug-in at once, so that a typo fails the application at start with the key and
+     * the reason rather than a task later (or, with {@link #FALLBACK}, quietly turns an executor back to Spark's
+     * own shuffle); also where ucx4j then does not run here, since the same settings reach every JVM.
+     *
+     * @throws IllegalArgumentException naming the first bad key, its value and what it takes
+     */
+    void validate() {
+        check(PORT, () -> range(port(), 0, 65535));
+        check(CONNECT_TIMEOUT, () -> positive(connectTimeout().toMillis()));
+        check(LIVENESS_TIMEOUT, () -> UcxOptions.defaults().withLivenessTimeout(livenessTimeout()));
+        check(PROGRESS_MODE, this::progressMode);
+        check(PART_SIZE, () -> positive(partSize()));
+        check(PARTS_IN_FLIGHT, () -> positive(partsInFlight()));
+        check(PULL_BUDGET, () -> positive(pullBudget()));
+        check(SERVER_BYTES_IN_FLIGHT, () -> positive(serverBytesInFlight()));
+        check(RECEIVE_CACHE, () -> range(receiveCache(), 0, Long.MAX_VALUE));
+        check(UCX_PREFIX + "*", this::ucxOptions);
+    }
+
+    private void check(String key, Runnable read) {
+        try {
+            read.run();
+        } catch (RuntimeException e) { // also the parse errors of SparkConf's getters
+            String value = key.endsWith("*") ? "" : "=" + conf.get(key, "(default)");
+            throw new IllegalArgumentException("ucx4j shuffle: bad setting " + key + value + ": " + e.getMessage(),
+                    e);
+        }
+    }
+
+    private static void positive(long v) {
+        range(v, 1, Long.MAX_VALUE);
+    }
+
+    private static void range(long v, long min, long max) {
+        if (v < min || v > max) {
+            throw new IllegalArgumentException(max == Long.MAX_VALUE ? "at least " + min + " expected, got " + v
+                    : min + " to " + max + " expected, got " + v);
+        }
+    }
+
     UcxOptions ucxOptions() {
         UcxOptions o = UcxOptions.defaults()
-                .withProgressMode(ProgressMode.valueOf(conf.get(PROGRESS_MODE, "backoff").toUpperCase(Locale.ROOT)))
+                .withProgressMode(progressMode())
                 .withConnectTimeout(connectTimeout())
                 .withLivenessTimeout(livenessTimeout())
                 .withPullBudget(pullBudget());

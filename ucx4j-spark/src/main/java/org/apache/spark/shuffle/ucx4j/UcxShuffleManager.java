@@ -52,6 +52,7 @@ public final class UcxShuffleManager extends SortShuffleManager {
     UcxShuffleManager(SparkConf sparkConf, boolean isDriver, boolean ucxAvailable) {
         super(sparkConf);
         this.conf = new UcxShuffleConf(sparkConf);
+        conf.validate(); // a bad setting is the user's to fix: no fallback hides it
         String settings = conf.settingsRefusal();
         String refusal = refusal(conf, isDriver, ucxAvailable);
         if (refusal != null && !conf.fallback()) {

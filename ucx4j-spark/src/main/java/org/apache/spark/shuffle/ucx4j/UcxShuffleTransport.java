@@ -275,13 +275,18 @@ final class UcxShuffleTransport implements AutoCloseable {
      * {@code spark.network.timeout} (measured from the last byte, not from the replacement, so a long transfer still
      * running there, a multi-GB block streamed to disk, say, is not cut off while it makes progress).
      */
+    private static final java.time.Duration DRAIN_GRACE = java.time.Duration.ofSeconds(1);
+
     private void drainAndClose(Generation old) {
         long quiet = conf.networkTimeout().toNanos();
         long deadline = System.nanoTime() + quiet;
+        // a reducer whose handshake ended as the listener closed reaches the server's clients only once its
+        // handler thread runs: idle or not, the instance lives this long, for such a reducer to be told GOAWAY
+        long settled = System.nanoTime() + DRAIN_GRACE.toNanos();
         long moved = bytesMoved(old);
         try {
-            while ((!old.server.clients().isEmpty() || !old.connections.isEmpty())
-                    && System.nanoTime() - deadline < 0) {
+            while ((!old.server.clients().isEmpty() || !old.connections.isEmpty()
+                    || System.nanoTime() - settled < 0) && System.nanoTime() - deadline < 0) {
                 Thread.sleep(100);
                 long now = bytesMoved(old);
                 if (now != moved) {
@@ -366,6 +371,32 @@ final class UcxShuffleTransport implements AutoCloseable {
     /** Tests: instances opened from now on wait for {@code gate} before registering, as with a slow driver. */
     void holdRegistrations(java.util.concurrent.CountDownLatch gate) {
         registrationGate = gate;
+    }
+
+    private volatile java.util.concurrent.CountDownLatch connectGate;
+    private final java.util.concurrent.atomic.AtomicInteger connectsHeld = new java.util.concurrent.atomic.AtomicInteger();
+
+    /** Tests: connections to peers started from now on wait for {@code gate} once they chose their instance. */
+    void holdConnects(java.util.concurrent.CountDownLatch gate) {
+        connectGate = gate;
+    }
+
+    /** Tests: how many connections reached {@link #holdConnects}'s gate. */
+    int connectsHeld() {
+        return connectsHeld.get();
+    }
+
+    private void awaitConnectGate() {
+        java.util.concurrent.CountDownLatch gate = connectGate;
+        if (gate != null) {
+            connectsHeld.incrementAndGet();
+            try {
+                gate.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while connecting", e);
+            }
+        }
     }
 
     /** Tests: how many instances reached {@link #holdRegistrations}'s gate. */
@@ -471,12 +502,32 @@ final class UcxShuffleTransport implements AutoCloseable {
     }
 
     private PeerConnection connect(String peerExecutorId) {
-        Generation g = current;
+        while (true) {
+            Generation g = current;
+            awaitConnectGate();
+            try {
+                return connect(g, peerExecutorId);
+            } catch (RuntimeException e) {
+                if (current == g || closed) {
+                    throw e;
+                }
+                // this executor replaced its own instance meanwhile, and the old one closed under the connect: the
+                // peer is not to blame, the new instance connects
+                LOG.debug("ucx4j shuffle: connecting to executor {} again through the new instance: {}",
+                        peerExecutorId, e.toString());
+            }
+        }
+    }
+
+    private PeerConnection connect(Generation g, String peerExecutorId) {
         UcxDriverEndpoint.Address a = address(peerExecutorId);
         Endpoint ep;
         try {
             ep = g.ucx.connect(a.host(), a.port(), conf.connectTimeout());
         } catch (RuntimeException e) {
+            if (current != g) {
+                throw e; // (see above)
+            }
             // the peer may have replaced its UCX instance (a new port) since we looked it up: ask the driver again
             addresses.remove(peerExecutorId, a);
             UcxDriverEndpoint.Address fresh;

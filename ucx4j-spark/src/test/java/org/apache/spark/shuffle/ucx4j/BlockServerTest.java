@@ -209,4 +209,31 @@ class BlockServerTest {
             }
         }
     }
+
+    /**
+     * A reducer whose connection reaches the server only after it was told to go away (its handshake ended as the
+     * listener closed) hears GOAWAY too, and its requests are still answered.
+     */
+    @Test
+    void aReducerHandedOverAfterGoAwayIsToldToGoAwayToo() throws Exception {
+        try (PooledAllocator pool = new PooledAllocator(1 << 20)) {
+            BlockServer server = new BlockServer(blocks::get, 1 << 20, 2, BUDGET, pool);
+            try (Ucx executor = Ucx.open(); Listener l = executor.listen(0, server); Ucx reducer = Ucx.open()) {
+                server.goAway(); // nobody connected yet
+                Endpoint ep = reducer.connect("127.0.0.1", l.port(), T);
+                try (AmMessage m = ep.amRecv(T)) {
+                    Wire.Header h = Wire.Header.parse(m.headerBytes());
+                    assertEquals(Wire.GOAWAY, h.kind());
+                }
+                ep.amSend(Wire.header(Wire.FETCH, 7, 1), "s0".getBytes(StandardCharsets.UTF_8), T);
+                try (AmMessage m = ep.amRecv(T)) {
+                    Wire.Header h = Wire.Header.parse(m.headerBytes());
+                    assertEquals(Wire.BLOCK, h.kind());
+                    assertEquals(7, h.requestId());
+                    assertArrayEquals(expected.get("s0"), m.payloadBytes());
+                }
+                ep.close(T);
+            }
+        }
+    }
 }

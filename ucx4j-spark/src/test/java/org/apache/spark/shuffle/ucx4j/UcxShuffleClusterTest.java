@@ -82,7 +82,7 @@ class UcxShuffleClusterTest {
     }
 
     @Test
-    @Order(10)
+    @Order(11)
     void anInstanceThatFailsWhileRegisteringIsReplacedAndAStopDoesNotWaitForTheDriver() {
         // last: it closes each executor's transport (Spark's own stop closes it again)
         List<String> outcome = ExecutorProbe.onEach(spark.sparkContext(), UcxShuffleClusterTest::slowRegistrations);
@@ -378,8 +378,66 @@ class UcxShuffleClusterTest {
                 "no diagnosis named the network: " + METRICS.fetchFailureMessages);
     }
 
+    /**
+     * A connection to a peer that this executor's own instance replacement cuts short (the instance it chose closed
+     * under it) is made again through the new instance: the peer, alive and where it was, is not blamed.
+     */
     @Test
     @Order(9)
+    void aConnectCutShortByThisExecutorsOwnReplacementGoesThroughTheNewInstance() {
+        String acting = spark.sparkContext().getExecutorIds().apply(0);
+        String other = spark.sparkContext().getExecutorIds().apply(1);
+        List<String> outcome = ExecutorProbe.onEach(spark.sparkContext(),
+                () -> org.apache.spark.SparkEnv.get().executorId().equals(acting)
+                        ? List.of(connectDuringReplacement(other)) : List.<String>of());
+        assertEquals(List.of("connected: usable, cached/instances: +2, 1 live"), outcome);
+    }
+
+    /** What {@link #connectDuringReplacement} saw in this executor JVM (its first task acts, later ones report it). */
+    private static String connectDuringReplacementOutcome;
+
+    private static synchronized String connectDuringReplacement(String peer) throws Exception {
+        if (connectDuringReplacementOutcome == null) {
+            UcxShuffleTransport t = UcxShuffleManager.localTransport();
+            int before = t.generation();
+            t.reopen(before, "test: a fresh instance, no connection to the peer yet");
+            java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+            t.holdConnects(gate);
+            java.util.concurrent.CompletableFuture<PeerConnection> connected =
+                    new java.util.concurrent.CompletableFuture<>();
+            Thread.ofVirtual().start(() -> {
+                try {
+                    connected.complete(t.peer(peer));
+                } catch (Throwable e) {
+                    connected.completeExceptionally(e);
+                }
+            });
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (t.connectsHeld() < 1 && System.nanoTime() - deadline < 0) {
+                Thread.sleep(10);
+            }
+            t.holdConnects(null);
+            t.reopen(before + 1, "test: replaced while a connect holds the instance it chose");
+            while (t.liveInstances() > 1 && System.nanoTime() - deadline < 0) { // the chosen one closed
+                Thread.sleep(10);
+            }
+            gate.countDown();
+            String result;
+            try {
+                PeerConnection c = connected.get(30, java.util.concurrent.TimeUnit.SECONDS);
+                result = "connected: " + (c.isUsable() ? "usable" : "unusable")
+                        + (t.cachedPeer(peer) == c ? ", cached" : ", not cached");
+            } catch (java.util.concurrent.ExecutionException e) {
+                result = "failed: " + e.getCause();
+            }
+            connectDuringReplacementOutcome = result + "/instances: +" + (t.generation() - before) + ", "
+                    + t.liveInstances() + " live";
+        }
+        return connectDuringReplacementOutcome;
+    }
+
+    @Test
+    @Order(10)
     void anExecutorKilledMidShuffleCostsAStageRetryNotAHang() {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
         List<Tuple2<String, Long>> executors = ExecutorProbe.onEach(spark.sparkContext(),

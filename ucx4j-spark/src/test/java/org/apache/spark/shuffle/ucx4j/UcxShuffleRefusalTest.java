@@ -82,6 +82,38 @@ class UcxShuffleRefusalTest {
         assertTrue(e.getMessage().contains("spark.ucx4j.fallback=true"), e.getMessage());
     }
 
+    /**
+     * A bad setting fails the manager at once, naming the key, its value and what it takes, with the fallback on as
+     * well (it is the user's to fix, not a reason for Spark's shuffle), instead of a task later or a quiet fallback.
+     */
+    @Test
+    void badSettingsAreRefusedAtStartWithTheKeyEvenWithTheFallback() {
+        String[][] bad = {
+            {UcxShuffleConf.PORT, "70000", "0 to 65535 expected"},
+            {UcxShuffleConf.PORT, "-1", "0 to 65535 expected"},
+            {UcxShuffleConf.PARTS_IN_FLIGHT, "0", "at least 1 expected"},
+            {UcxShuffleConf.PARTS_IN_FLIGHT, "four", "four"},
+            {UcxShuffleConf.PART_SIZE, "0", "at least 1 expected"},
+            {UcxShuffleConf.RECEIVE_CACHE, "-1", "Size must be specified"},
+            {UcxShuffleConf.PROGRESS_MODE, "caller", "backoff, blocking or polling expected"},
+            {UcxShuffleConf.PROGRESS_MODE, "fast", "backoff, blocking or polling expected"},
+            {UcxShuffleConf.CONNECT_TIMEOUT, "0s", "at least 1 expected"},
+            {UcxShuffleConf.LIVENESS_TIMEOUT, "2d", "livenessTimeout"},
+            {UcxShuffleConf.SERVER_BYTES_IN_FLIGHT, "0", "at least 1 expected"},
+        };
+        for (String[] b : bad) {
+            SparkConf conf = new SparkConf(false).set(UcxShuffleConf.FALLBACK, "true").set(b[0], b[1]);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> new UcxShuffleManager(conf, false, true), b[0] + "=" + b[1]);
+            assertTrue(e.getMessage().contains(b[0] + "=" + b[1]), e.getMessage());
+            assertTrue(e.getMessage().contains(b[2]), e.getMessage());
+        }
+        SparkConf fine = new SparkConf(false).set(UcxShuffleConf.PORT, "65535")
+                .set(UcxShuffleConf.PROGRESS_MODE, " Blocking").set(UcxShuffleConf.RECEIVE_CACHE, "0");
+        new UcxShuffleConf(fine).validate();
+        assertEquals(org.ucx4j.ProgressMode.BLOCKING, new UcxShuffleConf(fine).progressMode());
+    }
+
     @Test
     void theApplicationDoesNotStartWithoutFallback() {
         Exception e = assertThrows(Exception.class, () -> SparkSession.builder().config(encrypted()).getOrCreate());
