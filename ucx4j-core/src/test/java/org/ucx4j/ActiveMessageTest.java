@@ -1105,15 +1105,9 @@ class ActiveMessageTest {
                 Arena arena = Arena.ofShared()) {
             java.util.concurrent.BlockingQueue<Endpoint> accepted = new java.util.concurrent.LinkedBlockingQueue<>();
             try (Listener l = r.listen(0, accepted::add)) {
-                // s1 progresses only when this thread drives it
-                Endpoint c1 = s1.connect("127.0.0.1", l.port(), T);
-                Endpoint e1 = accepted.poll(10, TimeUnit.SECONDS);
-                // over TCP, a connection completes while both sides progress: e1's send may wait for s1, which
-                // progresses only in c1's calls, so it must not block this thread
+                Endpoint[] pair = connectCallerMode(s1, l, accepted);
+                Endpoint c1 = pair[0], e1 = pair[1];
                 byte[] hello = new byte[1];
-                CompletableFuture<Long> hi = e1.sendAsync(new byte[1], 7);
-                c1.recv(hello, 7, T);
-                hi.get(10, TimeUnit.SECONDS);
                 c1.send(hello, 8, T);
                 e1.recv(hello, 8, T);
                 Endpoint c2 = s2.connect("127.0.0.1", l.port());
@@ -1162,6 +1156,70 @@ class ActiveMessageTest {
                 }
                 assertEquals(n + 1, alloc.allocations.get());
             }
+        }
+    }
+
+    /**
+     * Connects caller-mode {@code s1} to {@code l}; returns {client endpoint, accepted endpoint} once a message has
+     * crossed. s1 progresses only when this thread drives it, and over TCP a connection completes while both sides
+     * progress: the accepted side's send may wait for s1, which progresses only in the client's calls, so it must
+     * not block this thread.
+     */
+    private static Endpoint[] connectCallerMode(Ucx s1, Listener l,
+            java.util.concurrent.BlockingQueue<Endpoint> accepted) throws Exception {
+        Endpoint c1 = s1.connect("127.0.0.1", l.port(), T);
+        Endpoint e1 = accepted.poll(10, TimeUnit.SECONDS);
+        byte[] hello = new byte[1];
+        CompletableFuture<Long> hi = e1.sendAsync(new byte[1], 7);
+        c1.recv(hello, 7, T);
+        hi.get(10, TimeUnit.SECONDS);
+        return new Endpoint[] {c1, e1};
+    }
+
+    /**
+     * A handler's message that waits behind a stalled pull (its sender does not progress) when the sender's
+     * endpoint goes and the receiving worker closes right after: whichever the receiver meets first, the endpoint's
+     * failure or its own close, the message reaches the handler and every block goes back, the stalled pull's
+     * too. (The close-first order, where such messages once stayed in the closing worker's deferred work, never
+     * run, is not reproduced on demand: the receiver's progress thread usually hears of the abort first.)
+     */
+    @Test
+    void aHandlersMessageQueuedBehindAStalledPullIsHandedOverAndFreedWhenItsSenderGoes() throws Exception {
+        UcxOptions sender = UcxOptions.defaults().with("RNDV_THRESH", "64k").withProgressMode(ProgressMode.CALLER);
+        CountingAllocator alloc = new CountingAllocator();
+        java.util.concurrent.atomic.AtomicInteger handled = new java.util.concurrent.atomic.AtomicInteger();
+        try (Ucx s1 = Ucx.open(sender); Arena arena = Arena.ofShared()) {
+            Ucx r = Ucx.open(UcxOptions.defaults().withAllocator(MemoryType.HOST, alloc));
+            try {
+                java.util.concurrent.BlockingQueue<Endpoint> accepted = new java.util.concurrent.LinkedBlockingQueue<>();
+                Listener l = r.listen(0, accepted::add);
+                Endpoint[] pair = connectCallerMode(s1, l, accepted);
+                Endpoint c1 = pair[0], e1 = pair[1];
+                e1.onActiveMessage(m -> {
+                    try (m) {
+                        handled.incrementAndGet();
+                    }
+                });
+                long large = 64L << 20;
+                c1.amSendAsync(MemorySegment.ofArray(header(0)), Data.pattern(arena, large, 0));
+                c1.amSendAsync(MemorySegment.ofArray(header(1)), Data.pattern(arena, 8, 1));
+                // s1 progresses until the large message's pull has its memory and the small one has landed; then
+                // no more, so the pull waits for s1 and the small message waits behind it
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (alloc.allocations.get() < 2 && System.nanoTime() < until) {
+                    s1.progress();
+                }
+                assertEquals(2, alloc.allocations.get(), "the pull's block and the small message's");
+                Thread.sleep(200);
+                assertEquals(0, handled.get(), "the small message waits behind the pull");
+                // the sender's endpoint goes at once, locally: s1, in this process, must write nothing more into
+                // r's shared memory, which r's close unmaps; r closes before it hears of it
+                c1.abort();
+            } finally {
+                r.close();
+            }
+            assertEquals(1, handled.get(), "the close failed the endpoint: its handler got the waiting message");
+            assertEquals(0, alloc.outstanding.get(), "every block went back");
         }
     }
 

@@ -263,6 +263,9 @@ final class AmReceiver {
      */
     private void startPulls() {
         pullsScheduled = false;
+        if (engine.stopRequested) {
+            return; // the worker closes: what is held is released (releaseHeld), not pulled
+        }
         Op op;
         while ((op = heldPulls.peek()) != null && canPull(op)) {
             heldPulls.poll();
@@ -459,6 +462,11 @@ final class AmReceiver {
     /** A rendezvous payload finished arriving (or failed): its slot's completion. */
     void pulled(Op op, int status) {
         AmData m = op.attachment;
+        if (m == null) {
+            // a pull stuck at worker close that UCX ends inside its destroy: the close took its block (freed after
+            // the destroy) and finishes the op
+            return;
+        }
         EndpointCore ep = op.ep;
         if (op.pullOrphaned) { // its endpoint went away meanwhile (dropPulls): nobody will read it
             op.attachment = null;

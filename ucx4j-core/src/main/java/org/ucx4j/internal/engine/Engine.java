@@ -2032,8 +2032,14 @@ public final class Engine {
         try {
             failEverything();
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
-            while (System.nanoTime() < until && slots.anyOp()) {
+            // deferred work too: messages failEverything handed to endpoints' handlers (queued behind a pull it
+            // dropped) reach them while the worker and the memory they came in still exist
+            while (System.nanoTime() < until && (slots.anyOp() || !deferred.isEmpty())) {
                 progressOnce();
+            }
+            Runnable task;
+            while ((task = deferred.poll()) != null) { // queued by the last turn, or left by one cut short
+                task.run();
             }
             for (Op s : slots.table()) {
                 if (s != null) {
