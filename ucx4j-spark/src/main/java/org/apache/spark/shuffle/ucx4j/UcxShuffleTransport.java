@@ -341,13 +341,19 @@ final class UcxShuffleTransport implements AutoCloseable {
         java.util.concurrent.CountDownLatch gate = registrationGate;
         if (gate != null) { // tests: a driver slow to answer
             registering = g;
-            registrationsHeld.incrementAndGet();
-            try {
-                gate.await();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException("interrupted while registering", e);
-            }
+            pass(gate, registrationsHeld, "registering");
+        }
+    }
+
+    /** Tests: counts this thread as held at {@code gate}, then waits for it to open. */
+    private static void pass(java.util.concurrent.CountDownLatch gate,
+            java.util.concurrent.atomic.AtomicInteger held, String what) {
+        held.incrementAndGet();
+        try {
+            gate.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while " + what, e);
         }
     }
 
@@ -389,13 +395,7 @@ final class UcxShuffleTransport implements AutoCloseable {
     private void awaitConnectGate() {
         java.util.concurrent.CountDownLatch gate = connectGate;
         if (gate != null) {
-            connectsHeld.incrementAndGet();
-            try {
-                gate.await();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException("interrupted while connecting", e);
-            }
+            pass(gate, connectsHeld, "connecting");
         }
     }
 
