@@ -22,6 +22,30 @@ final class Children {
     }
 
     /**
+     * A benchmark's server process ends with the process that started it ({@code parentPid}, passed on its command
+     * line), even one killed without a chance to clean up (SIGKILL, a crash): otherwise, before its client connects,
+     * it would wait for it in vain. The moment a parent dies its children go to another (init, or a subreaper),
+     * before anyone reaps it, so a parent other than {@code parentPid} (checked now and every 200 ms) means it died;
+     * a JVM started after its parent died finds the new one at once.
+     */
+    static void exitWithParent(long parentPid) {
+        Thread.ofPlatform().daemon().name("ucx4j-parent-watch").start(() -> {
+            while (true) {
+                java.util.Optional<ProcessHandle> parent = ProcessHandle.current().parent();
+                // empty: its /proc entry could not be read, which says nothing unless the pid is gone as well
+                if (parent.isPresent() ? parent.get().pid() != parentPid : ProcessHandle.of(parentPid).isEmpty()) {
+                    Runtime.getRuntime().halt(4);
+                }
+                try {
+                    Thread.sleep(200);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        });
+    }
+
+    /**
      * The first line of {@code p}'s output that starts with {@code prefix}; null when {@code p} ends first or
      * nothing came within {@code limit} (then {@code p} is killed).
      */

@@ -148,7 +148,7 @@ final class Report {
         for (Measurement m : byKey.values()) {
             Map<String, Object> r = new LinkedHashMap<>();
             r.put("stack", m.stack());
-            r.put("api", m.stack().equals("ucx4j") ? api.name().toLowerCase(Locale.ROOT)
+            r.put("api", m.stack().equals("ucx4j") ? api.cli()
                     : m.stack().equals("perftest") ? PerftestRuns.test(api, m.mode()) : "socket");
             r.put("mode", m.mode());
             r.put("size", m.size());

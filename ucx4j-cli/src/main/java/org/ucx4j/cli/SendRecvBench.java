@@ -28,6 +28,10 @@ final class SendRecvBench implements Callable<Integer> {
     @Option(names = "--client", paramLabel = "HOST:PORT", description = "run only the client side against a server")
     String client;
 
+    /** Set on the server this command spawns: it ends with this process ({@link Children#exitWithParent}). */
+    @Option(names = "--parent-pid", hidden = true, defaultValue = "0")
+    long parentPid;
+
     @Option(names = "--port", defaultValue = "0", description = "server port (0 = ephemeral)")
     int port;
 
@@ -114,7 +118,7 @@ final class SendRecvBench implements Callable<Integer> {
             throw new UsageException("--iters and --window must be positive and --warmup not negative, got "
                     + iters + ", " + window + " and " + warmup);
         }
-        UcxRuns.Api.parse(api);
+        UcxRuns.Api.parse(api).checkSize(size);
         tls(transport);
         progressMode(progress);
         SweepBench.peerErrors(errorHandling);
@@ -146,7 +150,8 @@ final class SendRecvBench implements Callable<Integer> {
             return 0;
         }
         // spawn the server as a second process, then run the client here
-        List<String> cmd = Main.selfCommand("bench", "send-recv", "--server", "--size", String.valueOf(size),
+        List<String> cmd = Main.selfCommand("bench", "send-recv", "--server", "--parent-pid",
+                String.valueOf(ProcessHandle.current().pid()), "--size", String.valueOf(size),
                 "--iters", String.valueOf(iters), "--warmup", String.valueOf(warmup), "--mode", mode, "--window",
                 String.valueOf(window), "--transport", transport, "--progress", progress, "--error-handling",
                 errorHandling);
@@ -188,6 +193,9 @@ final class SendRecvBench implements Callable<Integer> {
     }
 
     private void runServer() throws Exception {
+        if (parentPid != 0) {
+            Children.exitWithParent(parentPid);
+        }
         try (Ucx ucx = Ucx.open(options().withName("bench-server"))) {
             CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
             try (Listener l = ucx.listen(port, accepted::complete)) {
@@ -257,6 +265,7 @@ final class SendRecvBench implements Callable<Integer> {
             m.put("p99_us", Double.isNaN(r.p99Us()) ? null : r.p99Us());
             m.put("mean_us", r.meanUs());
             m.put("mbps", r.mbps());
+            m.put("msgs_per_s", r.msgsPerS());
             m.put("transport", transport);
             m.put("progress", progress);
             m.put("error_handling", errorHandling);

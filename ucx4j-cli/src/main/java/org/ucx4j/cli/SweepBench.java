@@ -123,6 +123,11 @@ final class SweepBench implements Callable<Integer> {
             }
             active.add(s);
         }
+        if (SendRecvBench.progressMode(progress) == ProgressMode.POLLING
+                && (active.contains("perftest") || active.contains("nio"))) {
+            throw new UsageException("--progress polling keeps a thread spinning in each ucx4j process, which would "
+                    + "take the two cores ucx_perftest and NIO measure on: use it with --stacks ucx4j");
+        }
         List<Object[]> plan = new ArrayList<>();
         for (int r = 0; r < repeat; r++) {
             for (long s : sz) {
@@ -152,36 +157,38 @@ final class SweepBench implements Callable<Integer> {
             try (Ucx ucx = Ucx.open(tls == null ? client : client.with("TLS", tls));
                     Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p[1]), Duration.ofSeconds(30));
                     SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
-                settleJit(apiKind, ucx, ep, nio, active, sz);
+                JavaStacks stacks = new JavaStacks(server, ep, nio, failures, peerErrors);
+                for (String stack : active) {
+                    if (!stack.equals("perftest")) {
+                        settleJit(stacks, apiKind, ucx, stack, sz);
+                    }
+                }
                 long t0 = System.nanoTime();
-                boolean connected = true;
-                for (int i = 0; i < plan.size() && connected; i++) {
+                for (int i = 0; i < plan.size(); i++) {
                     String stack = (String) plan.get(i)[0];
                     String mode = (String) plan.get(i)[1];
                     long size = (long) plan.get(i)[2];
-                    progress(i, plan.size(), t0, stack, mode, size);
-                    Measurement m;
-                    try {
-                        m = bounded(server, ep, nio, stack, mode, size,
+                    Measurement m = null;
+                    if (stack.equals("perftest")) {
+                        progress(i, plan.size(), t0, stack, mode, size);
+                        try {
+                            m = measure(apiKind, ucx, ep, nio, perftest, stack, mode, size);
+                        } catch (Exception e) { // a ucx_perftest run fails alone: each is a pair of processes
+                            String what = stack + " " + mode + " " + Measurement.human(size) + ": " + e;
+                            System.err.println("\nucx4j: " + what);
+                            failures.add(what);
+                        }
+                    } else if (stacks.usable(stack)) {
+                        progress(i, plan.size(), t0, stack, mode, size);
+                        m = stacks.run(stack, stack + " " + mode + " " + Measurement.human(size),
+                                120 + size * iterations(stack, mode, size) / 10_000_000,
                                 () -> measure(apiKind, ucx, ep, nio, perftest, stack, mode, size));
-                    } catch (Exception e) {
-                        // a ucx_perftest run fails alone; a Java stack's leaves its connection in an unknown state,
-                        // so the sweep ends there and reports what it has
-                        connected = stack.equals("perftest");
-                        String what = stack + " " + mode + " " + Measurement.human(size) + ": " + e
-                                + (connected ? "" : "; the sweep stops here");
-                        System.err.println("\nucx4j: " + what);
-                        failures.add(what);
-                        m = Measurement.failed(stack, mode, size);
                     }
-                    results.computeIfAbsent(stack + "|" + mode + "|" + size, k -> new ArrayList<>()).add(m);
+                    results.computeIfAbsent(stack + "|" + mode + "|" + size, k -> new ArrayList<>())
+                            .add(m != null ? m : Measurement.failed(stack, mode, size));
                 }
                 System.err.print("\r" + " ".repeat(78) + "\r");
-                if (connected) {
-                    peerStats = "(sweep-client,sweep-server) | " + ep.stats().summary();
-                    UcxRuns.quit(ep);
-                    NioRuns.quit(nio);
-                }
+                peerStats = stacks.finish();
             }
         } finally {
             server.waitFor(5, TimeUnit.SECONDS);
@@ -217,32 +224,109 @@ final class SweepBench implements Callable<Integer> {
     }
 
     /**
-     * Runs one Java-stack measurement under a deadline far above its expected time: past it the server process is
-     * killed and this side's endpoint aborted and socket closed, so a wedged peer ends the run with an exception
-     * instead of hanging the sweep (ucx_perftest runs have their own deadline).
+     * The Java stacks' connections (the ucx4j endpoint and the NIO socket, both to the one server process) and which
+     * stacks can still run. Each run has a deadline far above its expected time; past it the server process is
+     * killed and this side's endpoint aborted and socket closed, so a wedged peer ends the run instead of hanging
+     * the sweep, and both Java stacks' later runs are left out. A stack that fails otherwise leaves its connection
+     * in an unknown state: its later runs are left out, and its connection is ended here so the server's side of
+     * it stops too (the other Java stack and ucx_perftest go on, beside no busy leftover).
      */
-    private Measurement bounded(Process server, Endpoint ep, SocketChannel nio, String stack, String mode,
-            long size, Callable<Measurement> run) throws Exception {
-        if (stack.equals("perftest")) {
-            return run.call();
+    private static final class JavaStacks {
+        private final Process server;
+        private final Endpoint ep;
+        private final SocketChannel nio;
+        private final List<String> failures;
+        private final boolean peerErrors;
+        private final java.util.Set<String> out = new java.util.HashSet<>();
+        private volatile boolean serverKilled;
+
+        JavaStacks(Process server, Endpoint ep, SocketChannel nio, List<String> failures, boolean peerErrors) {
+            this.server = server;
+            this.ep = ep;
+            this.nio = nio;
+            this.failures = failures;
+            this.peerErrors = peerErrors;
         }
-        long bytes = size * iterations(stack, mode, size);
-        long limitSeconds = 120 + bytes / 10_000_000; // 10 MB/s: far below any transport's rate
-        CompletableFuture<Void> watchdog = CompletableFuture.runAsync(() -> {
-            System.err.printf(Locale.ROOT, "%nucx4j: the %s %s %s run took over %d s; ending it%n", stack, mode,
-                    Measurement.human(size), limitSeconds);
-            server.destroyForcibly();
-            ep.abort();
+
+        boolean usable(String stack) {
+            return !out.contains(stack);
+        }
+
+        /** {@code body} within {@code limitSeconds}; null when it failed (recorded, and the stack left out). */
+        <T> T run(String stack, String what, long limitSeconds, Callable<T> body) {
+            CompletableFuture<Void> watchdog = CompletableFuture.runAsync(() -> {
+                serverKilled = true;
+                System.err.printf(Locale.ROOT, "%nucx4j: the %s run took over %d s; ending it%n", what,
+                        limitSeconds);
+                server.destroyForcibly();
+                ep.abort();
+                closeNio();
+            }, CompletableFuture.delayedExecutor(limitSeconds, TimeUnit.SECONDS));
+            try {
+                return body.call();
+            } catch (Exception e) {
+                fail(stack, what + ": " + e);
+                return null;
+            } finally {
+                watchdog.cancel(false); // one that started meanwhile still runs: serverKilled tells
+                if (serverKilled) {
+                    out.add("ucx4j");
+                    out.add("nio");
+                }
+            }
+        }
+
+        private void fail(String stack, String what) {
+            out.add(stack);
+            String text;
+            if (stack.equals("ucx4j") && !peerErrors && !serverKilled) {
+                // without peer error handling an aborted endpoint's peer hears nothing, and the server would wait
+                // (or spin, in caller mode) beside the later runs: it goes, and NIO with it
+                serverKilled = true;
+                server.destroyForcibly();
+                closeNio();
+            }
+            if (serverKilled || !server.isAlive()) {
+                out.add("ucx4j");
+                out.add("nio");
+                text = what + "; the Java stacks' later runs are left out (the benchmark server is gone)";
+            } else {
+                if (stack.equals("ucx4j")) {
+                    ep.abort();
+                } else {
+                    closeNio();
+                }
+                text = what + "; " + stack + "'s later runs are left out";
+            }
+            System.err.println("\nucx4j: " + text);
+            failures.add(text);
+        }
+
+        private void closeNio() {
             try {
                 nio.close();
             } catch (java.io.IOException ignored) {
                 // closing is all that is wanted
             }
-        }, CompletableFuture.delayedExecutor(limitSeconds, TimeUnit.SECONDS));
-        try {
-            return run.call();
-        } finally {
-            watchdog.cancel(false);
+        }
+
+        /** Tells the server that the stacks still in are done; the ucx4j endpoint's per-peer figures, or null. */
+        String finish() {
+            String stats = null;
+            if (usable("ucx4j")) {
+                stats = run("ucx4j", "ucx4j quit", 60, () -> {
+                    String figures = "(sweep-client,sweep-server) | " + ep.stats().summary();
+                    UcxRuns.quit(ep);
+                    return figures;
+                });
+            }
+            if (usable("nio")) {
+                run("nio", "nio quit", 60, () -> {
+                    NioRuns.quit(nio);
+                    return null;
+                });
+            }
+            return stats;
         }
     }
 
@@ -330,33 +414,35 @@ final class SweepBench implements Callable<Integer> {
     }
 
     /**
-     * Before the first measurement, each Java stack runs every mode at its smallest and largest size until the
-     * JIT has gone quiet ({@link JitWarmup}), for at least {@link #WARMUP_NANOS} and at most 2 s each.
+     * Before the first measurement, a Java stack runs every mode at its smallest and largest size until the
+     * JIT has gone quiet ({@link JitWarmup}), for at least {@link #WARMUP_NANOS} and at most 2 s each (plus the pass
+     * under way then); each step under a deadline like a measured run's, of 2 s plus two passes' bytes.
      */
-    private void settleJit(UcxRuns.Api apiKind, Ucx ucx, Endpoint ep, SocketChannel nio, List<String> active,
-            long[] sz) throws Exception {
-        for (String stack : active) {
-            if (stack.equals("perftest")) {
-                continue;
-            }
-            for (String mode : modes) {
-                long smallest = Long.MAX_VALUE, largest = -1;
-                for (long s : sz) {
-                    if (!(mode.equals(Measurement.RATE) && s > 1024)) {
-                        smallest = Math.min(smallest, s);
-                        largest = Math.max(largest, s);
-                    }
+    private void settleJit(JavaStacks stacks, UcxRuns.Api apiKind, Ucx ucx, String stack, long[] sz) {
+        for (String mode : modes) {
+            long smallest = Long.MAX_VALUE, largest = -1;
+            for (long s : sz) {
+                if (!(mode.equals(Measurement.RATE) && s > 1024)) {
+                    smallest = Math.min(smallest, s);
+                    largest = Math.max(largest, s);
                 }
-                for (long size : largest < 0 ? new long[0] : new long[] {smallest, largest}) {
-                    System.err.printf(Locale.ROOT, "\r[warm-up] %-8s %-9s %-8s         ", stack, mode,
-                            Measurement.human(size));
-                    long iters = warmupIterations(mode, iterations(stack, mode, size));
-                    JitWarmup.run(() -> pass(apiKind, ucx, ep, nio, stack, mode, size, iters), WARMUP_NANOS,
-                            JitWarmup.MAX_NANOS);
-                    warmed.add(stack + mode + size);
-                    if (size == largest) {
-                        break;
-                    }
+            }
+            for (long size : largest < 0 ? new long[0] : new long[] {smallest, largest}) {
+                if (!stacks.usable(stack)) {
+                    return;
+                }
+                System.err.printf(Locale.ROOT, "\r[warm-up] %-8s %-9s %-8s         ", stack, mode,
+                        Measurement.human(size));
+                long iters = warmupIterations(mode, iterations(stack, mode, size));
+                stacks.run(stack, stack + " warm-up " + mode + " " + Measurement.human(size),
+                        122 + 2 * size * iters / 10_000_000, () -> {
+                            JitWarmup.run(() -> pass(apiKind, ucx, stacks.ep, stacks.nio, stack, mode, size, iters),
+                                    WARMUP_NANOS, JitWarmup.MAX_NANOS);
+                            return null;
+                        });
+                warmed.add(stack + mode + size);
+                if (size == largest) {
+                    break;
                 }
             }
         }
@@ -402,7 +488,8 @@ final class SweepBench implements Callable<Integer> {
     }
 
     private Process startServer() throws Exception {
-        List<String> cmd = new ArrayList<>(Main.selfCommand("bench", "sweep-server", "--error-handling",
+        List<String> cmd = new ArrayList<>(Main.selfCommand("bench", "sweep-server", "--parent-pid",
+                String.valueOf(ProcessHandle.current().pid()), "--error-handling",
                 errorHandling, "--progress", progress, "--transport", transport));
         if (pullBudget != null) {
             cmd.addAll(List.of("--pull-budget", pullBudget));
@@ -416,6 +503,9 @@ final class SweepBench implements Callable<Integer> {
         @Option(names = "--error-handling", defaultValue = "peer")
         String errorHandling;
 
+        @Option(names = "--parent-pid", required = true)
+        long parentPid;
+
         @Option(names = "--pull-budget")
         String pullBudget;
 
@@ -427,6 +517,7 @@ final class SweepBench implements Callable<Integer> {
 
         @Override
         public Integer call() throws Exception {
+            Children.exitWithParent(parentPid);
             ProgressMode mode = SendRecvBench.progressMode(progress);
             UcxOptions o = UcxOptions.defaults().withProgressMode(mode)
                     .withPeerErrorHandling(peerErrors(errorHandling)).withName("sweep-server");
@@ -457,8 +548,10 @@ final class SweepBench implements Callable<Integer> {
                             return 1;
                         }
                         UcxRuns.serve(ucx, ep);
+                    } catch (RuntimeException e) { // the client left ucx4j out: NIO may still run
+                        System.err.println("\nucx4j: sweep server: the ucx4j runs ended: " + e);
                     }
-                    nio.join(TimeUnit.SECONDS.toMillis(30));
+                    nio.join(); // ends with the client's QUIT or its socket (this process ends with the client)
                 }
             }
             return 0;

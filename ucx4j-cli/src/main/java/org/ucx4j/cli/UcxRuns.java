@@ -38,6 +38,14 @@ final class UcxRuns {
             }
         }
 
+        /** Refuses a message size this API cannot measure: a stream has no empty messages. */
+        void checkSize(long size) {
+            if (this == STREAM && size == 0) {
+                throw new UsageException("--api stream needs a size of at least 1 byte (a stream carries no empty "
+                        + "messages)");
+            }
+        }
+
         /** As {@code --api} spells it. */
         String cli() {
             return name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
@@ -135,17 +143,23 @@ final class UcxRuns {
             this.left = total;
             this.done = latch;
             ep.send(ack, ACK); // armed: the client may start
+            long seen = total, since = System.nanoTime();
             try {
-                if (ucx.options().progressMode() == ProgressMode.CALLER) {
-                    while (latch.getCount() > 0) { // this thread drives the worker, and the handler runs in it
-                        if (ucx.progress() == 0 && !ep.isAlive()) {
-                            throw new IllegalStateException("the client went away in the middle of a run");
-                        }
+                boolean caller = ucx.options().progressMode() == ProgressMode.CALLER;
+                for (int turns = 0; latch.getCount() > 0; turns++) {
+                    // caller mode: this thread drives the worker, and the handler runs in it
+                    boolean idle = caller ? ucx.progress() == 0
+                            : !latch.await(100, java.util.concurrent.TimeUnit.MILLISECONDS);
+                    if (idle && !ep.isAlive()) {
+                        throw new IllegalStateException("the client went away in the middle of a run");
                     }
-                } else {
-                    while (!latch.await(100, java.util.concurrent.TimeUnit.MILLISECONDS)) {
-                        if (!ep.isAlive()) {
-                            throw new IllegalStateException("the client went away in the middle of a run");
+                    if (!caller || (turns & 0xffff) == 0) {
+                        long now = System.nanoTime(), l = left;
+                        if (l != seen) {
+                            seen = l;
+                            since = now;
+                        } else if (now - since > STALL_NANOS) {
+                            throw stalled();
                         }
                     }
                 }
@@ -319,6 +333,10 @@ final class UcxRuns {
      * does (spinning here too would put two busy threads in each process on a 2-core machine).
      */
     private static void await(Ucx ucx, CompletableFuture<Long> f) {
+        if (f.isDone()) { // most small sends: no clock read (~25 % of an 8 B sender's CPU on a VM's clock source)
+            f.join();
+            return;
+        }
         if (ucx.options().progressMode() != ProgressMode.CALLER) {
             try {
                 f.get(STALL_NANOS, java.util.concurrent.TimeUnit.NANOSECONDS);

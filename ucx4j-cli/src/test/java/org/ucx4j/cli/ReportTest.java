@@ -81,6 +81,11 @@ class ReportTest {
         Report tag = new Report(rounds, new long[] {8}, List.of(Measurement.LATENCY), List.of("ucx4j", "nio"),
                 UcxRuns.Api.TAG);
         assertEquals(0.2, tag.ratio(tag.get("ucx4j", Measurement.LATENCY, 8), "nio"), 1e-9, "one way each");
+        Report handler = new Report(rounds, new long[] {8}, List.of(Measurement.LATENCY), List.of("ucx4j", "nio"),
+                UcxRuns.Api.AM_HANDLER);
+        @SuppressWarnings("unchecked")
+        List<Map<String, Object>> handlerRows = (List<Map<String, Object>>) handler.json("test").get("results");
+        assertEquals("am-handler", handlerRows.get(0).get("api"), "spelled as --api takes it, as send-recv's JSON");
     }
 
     private static Measurement lat(String stack, double p50) {

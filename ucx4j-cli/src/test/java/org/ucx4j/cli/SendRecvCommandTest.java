@@ -44,17 +44,67 @@ class SendRecvCommandTest {
             {"--size", "8x", "not a size"},
             {"--iters", "abc", "Invalid value for option '--iters'"},
             {"--no-such", "1", "Unknown option"},
+            {"--api", "stream", "--size", "0", "--api stream needs a size of at least 1 byte"},
         };
         for (String[] c : cases) {
-            Object[] r = runHere("bench", "send-recv", c[0], c[1]);
-            String err = (String) r[1];
-            assertEquals(2, r[0], c[0] + " " + c[1] + ": " + err);
-            assertTrue(err.startsWith("ucx4j: ") && err.contains(c[2]), c[0] + " " + c[1] + ": " + err);
-            assertEquals(1, err.strip().lines().count(), "one line, no stack trace: " + err);
+            assertRefused("send-recv", c);
         }
-        Object[] plot = runHere("bench", "sweep", "--plot", "out.pdf", "--sizes", "8");
-        assertEquals(2, plot[0], (String) plot[1]);
-        assertTrue(((String) plot[1]).contains("--plot needs a .png or .svg file name"), (String) plot[1]);
+        String[][] sweep = {
+            {"--plot", "out.pdf", "--sizes", "8", "--plot needs a .png or .svg file name"},
+            {"--sizes", "0,8", "sizes must be positive: 0"},
+            // a spinning progress thread on each side would take the cores the other stacks measure on
+            {"--progress", "polling", "--stacks", "ucx4j,nio", "--progress polling keeps a thread spinning"},
+        };
+        for (String[] c : sweep) {
+            assertRefused("sweep", c);
+        }
+    }
+
+    /** {@code bench COMMAND} with {@code c}'s arguments (all but its last) exits 2 with one line holding its last. */
+    private static void assertRefused(String command, String[] c) {
+        String[] args = java.util.Arrays.copyOf(c, c.length - 1);
+        Object[] r = runHere(java.util.stream.Stream.concat(java.util.stream.Stream.of("bench", command),
+                java.util.Arrays.stream(args)).toArray(String[]::new));
+        String err = (String) r[1];
+        String what = command + " " + String.join(" ", args) + ": " + err;
+        assertEquals(2, r[0], what);
+        assertTrue(err.startsWith("ucx4j: ") && err.contains(c[c.length - 1]), what);
+        assertEquals(1, err.strip().lines().count(), "one line, no stack trace: " + err);
+    }
+
+    /**
+     * A spawned benchmark server ends with its client's process even when that one is killed outright (no shutdown
+     * hook runs) before it connected: no endpoint's failure can tell the server then, and it would wait for that
+     * client forever (send-recv's) or for a minute (sweep's).
+     */
+    @Test
+    void aSpawnedServerEndsWhenItsClientIsKilledOutrightBeforeConnecting() throws Exception {
+        for (String[] cmd : new String[][] {
+            {"bench", "send-recv", "--iters", "1000", "--warmup", "0"},
+            {"bench", "sweep", "--stacks", "ucx4j", "--sizes", "8", "--modes", "latency"},
+        }) {
+            Process client = new ProcessBuilder(Main.selfCommand(cmd)).redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+            try {
+                ProcessHandle server = null;
+                for (long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                        server == null && System.nanoTime() < deadline; ) {
+                    server = client.children().findFirst().orElse(null);
+                    Thread.sleep(5);
+                }
+                assertTrue(server != null, "the client started its server: " + String.join(" ", cmd));
+                // at once: the server's JVM is still starting, so the client cannot have connected yet
+                client.destroyForcibly(); // SIGKILL: the client's shutdown hook, which kills its children, never runs
+                assertTrue(client.waitFor(30, TimeUnit.SECONDS));
+                boolean ended = server.onExit().completeOnTimeout(null, 30, TimeUnit.SECONDS).join() != null;
+                if (!ended) {
+                    server.destroyForcibly();
+                }
+                assertTrue(ended, "the server ended with its client: " + String.join(" ", cmd));
+            } finally {
+                client.destroyForcibly();
+            }
+        }
     }
 
     private static JsonNode runJson(String... args) throws Exception {
@@ -78,6 +128,9 @@ class SendRecvCommandTest {
         double p50 = lat.get("p50_us").asDouble(), p99 = lat.get("p99_us").asDouble();
         assertTrue(p50 > 0 && p99 >= p50, lat.toString());
         assertTrue(lat.get("mean_us").asDouble() > 0 && lat.get("mbps").asDouble() > 0, lat.toString());
+        // one message per mean one-way time: the rate and the mean are one figure
+        assertEquals(1e6 / lat.get("mean_us").asDouble(), lat.get("msgs_per_s").asDouble(),
+                1e-6 * lat.get("msgs_per_s").asDouble(), lat.toString());
         assertFalse(lat.get("lanes").asText().isEmpty(), lat.toString());
 
         JsonNode bw = runJson("bench", "send-recv", "--mode", "bandwidth", "--size", "1m", "--iters", "64",
