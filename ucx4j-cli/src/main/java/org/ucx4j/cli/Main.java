@@ -4,7 +4,9 @@ import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
 /** The {@code ucx4j} command. */
-@Command(name = "ucx4j", mixinStandardHelpOptions = true, version = "ucx4j 0.1.0",
+// INHERIT: every subcommand takes --help (and --version) too, as the one-line usage errors point users to it
+@Command(name = "ucx4j", mixinStandardHelpOptions = true, scope = CommandLine.ScopeType.INHERIT,
+        version = "ucx4j 0.1.0",
         description = "UCX for Java: information and benchmarks.",
         subcommands = {InfoCommand.class, BenchCommand.class})
 public final class Main implements Runnable {

@@ -90,6 +90,23 @@ class InfoCommandTest {
         assertEquals(1, text.strip().lines().count(), "one line: " + text);
     }
 
+    /** Every command's usage error points to its --help: each one must take it. */
+    @Test
+    void everyCommandTakesHelpAndPrintsItsOwnOptions() {
+        String[][] cases = {{"info", "--format"}, {"bench", "sweep"}, {"bench sweep", "--sizes"},
+            {"bench send-recv", "--mode"}, {"bench spark-join", "--rows-per-partition"}};
+        for (String[] c : cases) {
+            java.io.StringWriter out = new java.io.StringWriter();
+            CommandLine cl = Main.commandLine();
+            cl.setOut(new java.io.PrintWriter(out, true));
+            java.util.List<String> args = new java.util.ArrayList<>(java.util.List.of(c[0].split(" ")));
+            args.add("--help");
+            assertEquals(0, cl.execute(args.toArray(String[]::new)), c[0]);
+            String text = out.toString();
+            assertTrue(text.startsWith("Usage: ucx4j " + c[0] + " ") && text.contains(c[1]), c[0] + ": " + text);
+        }
+    }
+
     @Test
     void textNamesEachTransportUnderItsHeading() {
         String text = run();
