@@ -74,7 +74,7 @@ final class SweepBench implements Callable<Integer> {
     String progress;
 
     @Option(names = "--pull-budget", description = "the receiving ucx4j worker's rendezvous pull budget in bytes "
-            + "(UcxOptions.withPullBudget; e.g. 1m, 1024m; default: ucx4j's, 4 MiB)")
+            + "(UcxOptions.withPullBudget; e.g. 1m, 1024m; default: ucx4j's, 512 KiB)")
     String pullBudget;
 
     @Option(names = "--json", description = "write results to this file")

@@ -351,16 +351,15 @@ final class AmReceiver {
     }
 
     /**
-     * A pull of {@code op} may start: none in flight, all of them within the pull budget, or one in flight and this
-     * one within the budget by itself (which keeps messages as large as the budget double-buffered: the next pull
-     * is already requested when one ends, so the sender never waits a round trip between them; 4 MiB active
-     * messages with the 4 MiB default: ~10 % more bandwidth on shared memory); or its endpoint has no pull in
-     * flight (only the oldest of an endpoint's held messages can be the one in {@link #startPulls}).
+     * A pull of {@code op} may start: fewer than two in flight, whatever their sizes (every message is
+     * double-buffered: the next pull is already requested when one ends, so the sender never waits a round trip
+     * between them), or all of them within the pull budget; or its endpoint has no pull in flight (only the oldest
+     * of an endpoint's held messages can be the one in {@link #startPulls}).
      */
     private boolean canPull(Op op) {
         long length = op.length;
-        return pullsInFlight == 0 || bytesInFlight + length <= pullBudget
-                || pullsInFlight == 1 && length <= pullBudget || op.ep != null && op.ep.pullsInFlight == 0;
+        return pullsInFlight <= 1 || bytesInFlight + length <= pullBudget
+                || op.ep != null && op.ep.pullsInFlight == 0;
     }
 
     /** One of {@code ep}'s pulls ended or stopped counting. */
