@@ -278,10 +278,11 @@ public final class UcxOptions implements Cloneable {
      * gets the same few blocks back, still in the CPU's cache (with 4 MiB, thirty-two 64 KiB messages in flight
      * rotated through 2 MiB of blocks, as much as a core's L2 cache here, and were received ~10 % slower). Past the
      * budget, an endpoint with no pull in flight still gets one, so a peer that stops progressing in the middle of
-     * its pulls holds up only its own messages and raw peers' (which have no endpoint; in-flight memory: the budget or
-     * two messages, whichever is more, plus at most one message per endpoint), and other peers go on one pull at a time until it resumes or goes.
-     * The pulls never wait for the application (a sender blocked on a large send cannot deadlock against a receiver
-     * blocked on its own). Raise it for many peers on a high-latency network.
+     * its pulls holds up only its own messages and raw peers' (which have no endpoint; in-flight memory: the
+     * budget or two messages, whichever is more, plus at most one message per endpoint), and other peers go on one
+     * pull at a time until it resumes or goes. The pulls never wait for the application (a sender blocked on a
+     * large send cannot deadlock against a receiver blocked on its own). Raise it for many peers on a high-latency
+     * network.
      *
      * @param bytes the budget in bytes, zero or more
      * @return a copy with this setting

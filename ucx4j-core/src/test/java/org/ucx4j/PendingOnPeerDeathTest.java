@@ -117,9 +117,9 @@ class PendingOnPeerDeathTest {
     }
 
     /**
-     * Over TCP, where a get needs the peer to answer. Once, in a CI TCP pass, every get had ended
-     * within 300 ms of the stop; as UCX's TCP transport is known to fail on its own here (docs/internals.md, "UCX TCP
-     * transport crash"), such a try is reported and run once more with a fresh peer; twice in a row fails.
+     * Over TCP, where a get needs the peer to answer. Once, in a CI TCP pass, every get had ended within 300 ms of
+     * the stop; as UCX's TCP transport is known to fail on its own here (docs/internals.md, "UCX TCP transport
+     * crash"), such a try is reported and run once more with a fresh peer; twice in a row fails.
      */
     @org.junit.jupiter.api.Test
     void pendingGetsFailTypedWhenTheStoppedPeerIsKilled() throws Exception {
