@@ -4,6 +4,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
+import org.ucx4j.internal.engine.SizeClass;
 import org.ucx4j.internal.ffi.NativeAccess;
 import org.ucx4j.internal.ffi.Ucp;
 
@@ -23,8 +24,8 @@ import org.ucx4j.internal.ffi.Ucp;
  * {@link Ucx} creates one per instance unless {@link UcxOptions#withAllocator} names another, and empties it at close.
  */
 public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
-    private static final int MIN_CLASS = 4; // 16 B: room for the link, malloc's own alignment
-    private static final int MAX_CLASS = 26; // 64 MiB
+    private static final int MIN_CLASS = SizeClass.MIN;
+    private static final int MAX_CLASS = SizeClass.MAX;
     private final long maxCachedBytes;
     private final AtomicLong cached = new AtomicLong();
     /** Per size class, the address of the most recently freed block, 0 when none is cached. */
@@ -46,17 +47,9 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
         this.maxCachedBytes = maxCachedBytes;
     }
 
-    /** The size class of a request: log2 of the block it is carved from, or -1 when not pooled. */
-    private static int sizeClass(long bytes) {
-        if (bytes <= 0 || bytes > (1L << MAX_CLASS)) {
-            return -1;
-        }
-        return Math.max(MIN_CLASS, 64 - Long.numberOfLeadingZeros(bytes - 1));
-    }
-
     @Override
     public MemorySegment allocate(long bytes) {
-        int c = sizeClass(bytes);
+        int c = SizeClass.of(bytes);
         if (c < 0) {
             return MemoryAllocator.malloc().allocate(bytes);
         }
@@ -100,7 +93,7 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
 
     @Override
     public void free(MemorySegment segment) {
-        int c = sizeClass(segment.byteSize());
+        int c = SizeClass.of(segment.byteSize());
         if (c < 0) {
             MemoryAllocator.malloc().free(segment);
             return;

@@ -547,6 +547,59 @@ class CallerModeTest {
         });
     }
 
+    /**
+     * Receive blocks of messages closed on the worker's own thread stay with the worker, and the next messages land
+     * in them (their bytes intact); a message closed on another thread gives its block to the pool; closing the
+     * {@code Ucx} gives back the blocks the worker kept.
+     */
+    @Test
+    void blocksOfMessagesClosedOnTheOwnerThreadAreReusedAndGivenBackAtClose() throws Exception {
+        try (PooledAllocator pool = new PooledAllocator(64L << 20); Arena arena = Arena.ofShared()) {
+            Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER)
+                    .withAllocator(MemoryType.HOST, pool));
+            try (a) {
+                CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+                try (Listener l = a.listen("127.0.0.1", 0, accepted::complete);
+                        Endpoint client = a.connect("127.0.0.1", l.port(), T)) {
+                    drive(a, accepted);
+                    Endpoint server = accepted.get();
+                    long size = 100; // 128-byte blocks
+                    long before = pool.cachedBytes();
+                    List<AmMessage> first = receive(client, server, arena, size, 0, 3);
+                    java.util.Set<Long> blocks = new java.util.HashSet<>();
+                    first.forEach(m -> blocks.add(m.payload().address()));
+                    first.forEach(AmMessage::close); // on the owner thread
+                    assertEquals(before, pool.cachedBytes(), "the worker kept the blocks, not the pool");
+                    List<AmMessage> second = receive(client, server, arena, size, 3, 3);
+                    java.util.Set<Long> again = new java.util.HashSet<>();
+                    second.forEach(m -> again.add(m.payload().address()));
+                    assertEquals(blocks, again, "the next messages landed in the kept blocks");
+                    Thread.ofVirtual().start(() -> second.forEach(AmMessage::close)).join();
+                    assertEquals(before + 3 * 128, pool.cachedBytes(), "closed elsewhere: back to the pool");
+                    receive(client, server, arena, size, 6, 2).forEach(AmMessage::close);
+                    assertEquals(before + 128, pool.cachedBytes(), "two taken from the pool, kept by the worker");
+                }
+            }
+            assertEquals(3 * 128, pool.cachedBytes(), "the worker's blocks went back at close");
+        }
+    }
+
+    /** Sends {@code n} messages, receives them (bytes checked) and returns them open. */
+    private static List<AmMessage> receive(Endpoint client, Endpoint server, Arena arena, long size, int seed,
+            int n) {
+        List<AmMessage> out = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            client.amSend(MemorySegment.ofArray(new byte[] {(byte) (seed + i)}), Data.pattern(arena, size, seed + i));
+        }
+        for (int i = 0; i < n; i++) {
+            AmMessage m = server.amRecv(T);
+            assertArrayEquals(new byte[] {(byte) (seed + i)}, m.headerBytes());
+            Data.verify(m.payload(), size, seed + i);
+            out.add(m);
+        }
+        return out;
+    }
+
     /** Both ends on the caller's own worker (UCX's loopback): every API, eager and rendezvous, with timeouts. */
     @Test
     void loopbackPairOnTheCallersOwnWorker() throws Exception {

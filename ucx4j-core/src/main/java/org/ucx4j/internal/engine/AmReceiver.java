@@ -38,6 +38,8 @@ final class AmReceiver {
      * long queue costs no scan per pull.
      */
     private boolean idleEndpointMayWait;
+    /** The pool's blocks kept for the worker's thread; null with a user's allocator. */
+    final OwnerBlocks blocks;
     /** Where eager payloads that UCX assembled are kept (see {@link HeldData}); null with a user's allocator. */
     final HeldData held;
     /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
@@ -45,10 +47,12 @@ final class AmReceiver {
 
     AmReceiver(Engine engine, Engine.Config cfg) {
         this.engine = engine;
-        this.allocator = cfg.allocator();
+        // with a pool, small blocks freed on the worker's thread stay with it (no atomics; see OwnerBlocks)
+        this.blocks = cfg.allocator() instanceof org.ucx4j.PooledAllocator pool
+                ? new OwnerBlocks(pool, engine::isOwnerThread) : null;
+        this.allocator = blocks != null ? blocks : cfg.allocator();
         // with ucx4j's own pool, eager payloads UCX assembled stay in UCX's buffer; a user's allocator gets them all
-        this.held = cfg.ucxBuffers() && allocator instanceof org.ucx4j.PooledAllocator ? new HeldData(engine)
-                : null;
+        this.held = cfg.ucxBuffers() && blocks != null ? new HeldData(engine) : null;
         this.maxFrames = cfg.maxFrames();
         this.maxMessageBytes = cfg.maxMessageBytes();
         this.pullBudget = cfg.pullBudget();

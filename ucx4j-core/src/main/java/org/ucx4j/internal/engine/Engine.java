@@ -2112,6 +2112,9 @@ public final class Engine {
                     requests.failNow(late, closedError(late.what));
                 }
             }
+            if (amReceiver.blocks != null) { // the blocks kept for the worker's thread go back to the pool
+                amReceiver.blocks.close();
+            }
             Upcalls.unregister(id);
             try {
                 arena.close();
