@@ -22,6 +22,9 @@ import org.ucx4j.internal.ffi.Ucp;
  * problem of concurrent lock-free pops.
  * <p>
  * {@link Ucx} creates one per instance unless {@link UcxOptions#withAllocator} names another, and empties it at close.
+ * Each {@code Ucx} whose messages it holds also keeps a few small blocks of its own in front of it (messages of up to
+ * 32 KiB closed on the thread that drives the worker, four blocks per size class, 256 KiB at most), outside the cap
+ * and {@link #cachedBytes()}, and gives them back to the pool when it closes; with a cap of 0 it keeps none.
  */
 public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
     private static final int MIN_CLASS = SizeClass.MIN;
@@ -115,6 +118,11 @@ public final class PooledAllocator implements MemoryAllocator, AutoCloseable {
             cached.addAndGet(-size); // over the cap: not kept (counted back even if close() ran meanwhile)
         }
         Ucp.free(p);
+    }
+
+    /** {@return the most bytes the cache holds, as given to the constructor} */
+    public long maxCachedBytes() {
+        return maxCachedBytes;
     }
 
     /** {@return the bytes held in the cache now, counted in whole blocks} */

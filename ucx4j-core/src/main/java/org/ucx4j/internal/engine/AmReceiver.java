@@ -47,12 +47,12 @@ final class AmReceiver {
 
     AmReceiver(Engine engine, Engine.Config cfg) {
         this.engine = engine;
-        // with a pool, small blocks freed on the worker's thread stay with it (no atomics; see OwnerBlocks)
-        this.blocks = cfg.allocator() instanceof org.ucx4j.PooledAllocator pool
-                ? new OwnerBlocks(pool, engine::isOwnerThread) : null;
+        org.ucx4j.PooledAllocator pool = cfg.allocator() instanceof org.ucx4j.PooledAllocator p ? p : null;
+        // with a pool that caches, small blocks freed on the worker's thread stay with it (no atomics; OwnerBlocks)
+        this.blocks = pool != null && pool.maxCachedBytes() > 0 ? new OwnerBlocks(pool, engine::keepsBlocks) : null;
         this.allocator = blocks != null ? blocks : cfg.allocator();
         // with ucx4j's own pool, eager payloads UCX assembled stay in UCX's buffer; a user's allocator gets them all
-        this.held = cfg.ucxBuffers() && blocks != null ? new HeldData(engine) : null;
+        this.held = cfg.ucxBuffers() && pool != null ? new HeldData(engine) : null;
         this.maxFrames = cfg.maxFrames();
         this.maxMessageBytes = cfg.maxMessageBytes();
         this.pullBudget = cfg.pullBudget();

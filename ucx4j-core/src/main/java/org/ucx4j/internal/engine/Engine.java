@@ -260,6 +260,15 @@ public final class Engine {
     }
 
     /**
+     * Whether the calling thread may keep receive blocks for the worker ({@link OwnerBlocks}): it drives the worker,
+     * and no close has been asked for (a caller-mode owner that never comes back after another thread's close would
+     * otherwise keep them past the pool's own close).
+     */
+    boolean keepsBlocks() {
+        return Thread.currentThread() == owner && !stopRequested;
+    }
+
+    /**
      * One {@code ucp_worker_progress} outside the duty cycle (owner thread), marked as a progress call like the duty
      * cycle's: callbacks inside it see {@link #ownsOutsideProgress} false.
      */
