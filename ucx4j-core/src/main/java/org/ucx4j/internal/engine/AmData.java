@@ -9,7 +9,7 @@ import org.ucx4j.MemoryAllocator;
  * One received active message: the user header (copied), and the payload in memory the receiver's allocator gave.
  * {@link #free} gives the payload back once (any thread).
  */
-public final class AmData {
+public final class AmData implements Runnable {
     final byte kind;
     final byte[] header;
     final MemorySegment payload;
@@ -52,6 +52,15 @@ public final class AmData {
 
     public boolean isFreed() {
         return freed;
+    }
+
+    /**
+     * Hands this message to its endpoint's handler (owner thread): queued as the engine's deferred work itself, so a
+     * message for a handler allocates nothing more.
+     */
+    @Override
+    public void run() {
+        AmReceiver.handle(ep, this);
     }
 
     /** Gives the payload back to its allocator; idempotent. */

@@ -432,13 +432,13 @@ final class AmReceiver {
      */
     private void deliver(EndpointCore ep, Inbox inbox, AmData m) {
         if (ep != null && m.kind == AmWire.PLAIN && ep.amHandler != null) {
-            engine.deferred.add(() -> handle(ep, m));
+            engine.deferred.add(m); // runs handle(ep, m): queued as itself, nothing allocated per message
         } else {
             inbox.deliver(m);
         }
     }
 
-    private static void handle(EndpointCore ep, AmData m) {
+    static void handle(EndpointCore ep, AmData m) {
         try {
             ep.amHandler.accept(m);
         } catch (Throwable t) {
