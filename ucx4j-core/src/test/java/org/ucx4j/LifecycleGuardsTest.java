@@ -112,35 +112,36 @@ class LifecycleGuardsTest {
                 MemorySegment big = arena.allocate(1 << 20);
                 MemorySegment other = arena.allocate(8);
                 CompletableFuture<Throwable> seen = new CompletableFuture<>();
-                // a rendezvous send completes in UCX's callback, inside ucp_worker_progress; a plain future's
+                // an asynchronous receive of a rendezvous message completes in UCX's callback, inside
+                // ucp_worker_progress (sends do not: their completions are polled after it); a plain future's
                 // dependent runs right there, where a blocking receive would have to progress the worker again
-                CompletableFuture<Long> s = server.sendAsync(Data.pattern(arena, 1 << 20, 1), 1);
+                CompletableFuture<Long> r = client.recvAsync(big, 1);
                 CompletableFuture<Throwable> seenGet = new CompletableFuture<>();
                 CompletableFuture<Throwable> seenConnect = new CompletableFuture<>();
-                CompletableFuture.allOf(s).thenRun(() -> {
+                CompletableFuture.allOf(r).thenRun(() -> {
                     try {
-                        server.recv(other, 2, Duration.ofSeconds(1));
+                        client.recv(other, 2, Duration.ofSeconds(1));
                         seen.complete(null);
                     } catch (Throwable t) {
                         seen.complete(t);
                     }
                     // so is waiting on a ucx4j future there: nothing could complete it
                     try {
-                        server.recvAsync(arena.allocate(8), 3).get(1, TimeUnit.SECONDS);
+                        client.recvAsync(arena.allocate(8), 3).get(1, TimeUnit.SECONDS);
                         seenGet.complete(null);
                     } catch (Throwable t) {
                         seenGet.complete(t);
                     }
                     try { // and so is connecting (its wait would progress the worker too)
-                        b.connect("127.0.0.1", 9, Duration.ofSeconds(1)).abort();
+                        a.connect("127.0.0.1", 9, Duration.ofSeconds(1)).abort();
                         seenConnect.complete(null);
                     } catch (Throwable t) {
                         seenConnect.complete(t);
                     }
                 });
-                assertEquals(1 << 20, client.recv(big, 1, T));
+                server.send(Data.pattern(arena, 1 << 20, 1), 1, T);
+                assertEquals(1 << 20, r.get(10, TimeUnit.SECONDS));
                 Data.verify(big, 1 << 20, 1);
-                assertEquals(1 << 20, s.get(10, TimeUnit.SECONDS));
                 Throwable t = seen.get(10, TimeUnit.SECONDS);
                 assertInstanceOf(IllegalStateException.class, t);
                 assertTrue(t.getMessage().contains("async"), t.getMessage());
@@ -150,8 +151,8 @@ class LifecycleGuardsTest {
                 Throwable c = seenConnect.get(10, TimeUnit.SECONDS);
                 assertInstanceOf(IllegalStateException.class, c);
                 // and the endpoint still works
-                client.send(Data.pattern(arena, 8, 2), 2);
-                assertEquals(8, server.recv(other, 2, T));
+                server.send(Data.pattern(arena, 8, 2), 2);
+                assertEquals(8, client.recv(other, 2, T));
                 Data.verify(other, 8, 2);
             }
         });

@@ -143,7 +143,8 @@ final class Report {
         root.put("settings", settings);
         root.put("ratio_note", "ratio_to_X = median over rounds of this stack's headline figure / X's in the same "
                 + "round (latency: p50 one-way us; bandwidth: MB/s; rate: msg/s); ratio_of_medians_to_X = this "
-                + "stack's median / X's median; round_ratios_to_X = each round's ratio");
+                + "stack's median / X's median; round_ratios_to_X = each round's ratio; rounds = this stack's headline "
+                + "figure in each round, in the order run");
         List<Map<String, Object>> rows = new ArrayList<>();
         for (Measurement m : byKey.values()) {
             Map<String, Object> r = new LinkedHashMap<>();
@@ -158,6 +159,8 @@ final class Report {
             r.put("mean_us", num(m.meanUs()));
             r.put("mbps", num(m.mbps()));
             r.put("msgs_per_s", num(m.msgsPerS()));
+            r.put("rounds", rounds.getOrDefault(key(m.stack(), m.mode(), m.size()), List.of()).stream()
+                    .map(x -> num(x.headline())).toList());
             for (String other : List.of("perftest", "nio")) {
                 r.put("ratio_to_" + other, num(ratio(m, other)));
                 r.put("ratio_of_medians_to_" + other, num(ratioOfMedians(m, other)));

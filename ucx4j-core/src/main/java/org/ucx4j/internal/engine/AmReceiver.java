@@ -325,11 +325,17 @@ final class AmReceiver {
         pullsInFlight++;
         bytesInFlight += op.length;
         int slot = engine.slots.alloc(op);
-        engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-                Upcalls.STREAM_RECV.address(), engine.userData(slot), 0);
+        // no callback: whoever drives the worker tests the request, oldest pull first, after each progress call that
+        // did work and every 64th (Engine#testPolled), which saves an upcall per rendezvous message; a pull UCX ends
+        // with an error (its endpoint failed) is found the same way, one stuck at worker close is finished after the
+        // worker's destroy
+        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE, 0, 0, 0);
         long r = Ucp.amRecvDataNbx(engine.worker, op.address, m.payload.address(), op.length,
                 engine.reqParam.address());
-        engine.requests.posted(op, slot, r, op.length, 0);
+        if (engine.requests.posted(op, slot, r, op.length, 0)) {
+            op.polled = true;
+            engine.addRingPolled(op);
+        }
     }
 
     /**

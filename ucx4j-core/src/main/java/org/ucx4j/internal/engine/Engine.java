@@ -1207,7 +1207,7 @@ public final class Engine {
     }
 
     void removePolled(Op op) {
-        if (isSend(op)) {
+        if (inRing(op)) {
             removePolledSend(op);
             return;
         }
@@ -1220,7 +1220,8 @@ public final class Engine {
         }
     }
 
-    // ---- polled sends (made inside a call, no callback): tested oldest first, in posting order
+    // ---- polled sends (made inside a call, no callback) and active-message pulls: tested oldest first, in posting
+    // order (both mostly complete in that order)
     private Op[] sendRing = new Op[64];
     /**
      * Indices only grow (mod 2^32): entry i lives at {@code i & (length - 1)}, and a send keeps its index for life
@@ -1229,11 +1230,12 @@ public final class Engine {
      */
     private int sendHead, sendTail;
 
-    private static boolean isSend(Op op) {
-        return op.kind == Op.TAG_SEND || op.kind == Op.STREAM_SEND || op.kind == Op.AM_SEND;
+    /** Polled ops kept in the ring: sends, and rendezvous active messages' pulls ({@code AmReceiver#startPull}). */
+    private static boolean inRing(Op op) {
+        return op.kind == Op.TAG_SEND || op.kind == Op.STREAM_SEND || op.kind == Op.AM_SEND || op.kind == Op.AM_DATA;
     }
 
-    void addPolledSend(Op op) {
+    void addRingPolled(Op op) {
         if (sendTail - sendHead == sendRing.length) {
             Op[] bigger = new Op[sendRing.length * 2];
             for (int i = sendHead; i != sendTail; i++) { // same indices, wider mask

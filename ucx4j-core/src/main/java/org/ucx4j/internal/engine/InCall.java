@@ -204,13 +204,13 @@ public final class InCall {
 
     /**
      * {@link #adopt} for a send made without a callback: whoever drives the worker tests its request
-     * ({@link Engine#addPolledSend}), a critical downcall, where a callback would be an upcall whose thread
+     * ({@link Engine#addRingPolled}), a critical downcall, where a callback would be an upcall whose thread
      * transition fences right after the copy the send made (~4 % of a 64 KiB sender's CPU).
      */
     private Op polled(Op op, int slot, long request) {
         adopt(op, slot, request);
         op.polled = true;
-        engine.addPolledSend(op);
+        engine.addRingPolled(op);
         return op;
     }
 

@@ -101,6 +101,26 @@ final class Requests {
         return slot;
     }
 
+    /**
+     * A send's slot and request parameters without a callback ({@code extraAttrs}: more fields set): UCX's
+     * completion is found by whoever drives the worker, oldest send first ({@link Engine#addRingPolled}), as for
+     * sends made inside a call, where a callback would be an upcall per send that does not finish in the call.
+     */
+    private int polledSend(Op op, int extraAttrs) {
+        int slot = slots.alloc(op);
+        // the buffer is host memory: said, so that a UCX built with CUDA does not detect it per operation
+        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | extraAttrs, 0, 0, 0);
+        return slot;
+    }
+
+    /** {@link #posted} for a {@link #polledSend}: one still in flight joins the ring. */
+    private void postedPolled(Op op, int slot, long r) {
+        if (posted(op, slot, r, op.bytes(), op.kind == Op.TAG_SEND ? op.tag : 0)) {
+            op.polled = true;
+            engine.addRingPolled(op);
+        }
+    }
+
     /** Owner thread: makes the nbx call of {@code op}'s kind (a task just runs). */
     void post(Op op) {
         Thread me = Thread.currentThread();
@@ -120,12 +140,9 @@ final class Requests {
                 if (refused(op)) {
                     return;
                 }
-                int slot = slots.alloc(op);
-                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
-                        | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
-                        Upcalls.SEND.address(), engine.userData(slot), 0);
+                int slot = polledSend(op, 0);
                 long r = Ucp.tagSendNbx(op.ep.handle, op.address, op.length, op.tag, reqParam.address());
-                posted(op, slot, r, op.length, op.tag);
+                postedPolled(op, slot, r);
             }
             case Op.TAG_RECV -> {
                 // a probed message is the worker's, whatever became of the endpoint: received all the same, so
@@ -192,9 +209,9 @@ final class Requests {
                 if (refused(op)) {
                     return;
                 }
-                int slot = withSendCallback(op);
+                int slot = polledSend(op, 0);
                 long r = Ucp.streamSendNbx(op.ep.handle, op.address, op.length, reqParam.address());
-                posted(op, slot, r, op.length, 0);
+                postedPolled(op, slot, r);
             }
             case Op.STREAM_RECV -> {
                 if (refused(op)) {
@@ -224,15 +241,12 @@ final class Requests {
                 if (refused(op)) {
                     return;
                 }
-                int slot = slots.alloc(op);
                 // contiguous bytes are UCX's default datatype; only a frame list needs the iov one
-                engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE
-                        | (op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0),
-                        Upcalls.SEND.address(), engine.userData(slot), 0);
+                int slot = polledSend(op, op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0);
                 reqParam.set(JAVA_LONG, RP_DATATYPE, op.datatype);
                 long r = Ucp.amSendNbx(op.ep.handle, op.amId, op.header, op.headerLength, op.address, op.length,
                         reqParam.address());
-                posted(op, slot, r, op.total, 0);
+                postedPolled(op, slot, r);
             }
             case Op.PUT, Op.GET -> {
                 if (refused(op)) {
