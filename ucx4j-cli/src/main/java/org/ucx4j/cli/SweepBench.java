@@ -158,6 +158,7 @@ final class SweepBench implements Callable<Integer> {
                     Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p[1]), Duration.ofSeconds(30));
                     SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
                 JavaStacks stacks = new JavaStacks(server, ep, nio, failures, peerErrors);
+                prepostFrom = UcxRuns.prepostFrom(ep); // the server's endpoint has the same configuration
                 for (String stack : active) {
                     if (!stack.equals("perftest")) {
                         settleJit(stacks, apiKind, ucx, stack, sz);
@@ -358,11 +359,18 @@ final class SweepBench implements Callable<Integer> {
         };
     }
 
+    /** From which size the ucx4j server posts its tag receives ahead ({@link UcxRuns#prepostFrom}); 0: unknown. */
+    private long prepostFrom;
+
     private String describe() {
-        return String.format(Locale.ROOT, "ucx4j %s api, %s progress, window %d; ucx_perftest %s %s; NIO "
+        return String.format(Locale.ROOT, "ucx4j %s api, %s progress, window %d%s; ucx_perftest %s %s; NIO "
                 + "blocking SocketChannel, TCP_NODELAY, direct buffers; repeat %d (medians; ratios: median of the "
                 + "per-round ratios)", api, SendRecvBench.progressMode(progress).name().toLowerCase(Locale.ROOT),
                 window,
+                UcxRuns.Api.parse(api) == UcxRuns.Api.TAG && prepostFrom > 0
+                        ? " (the receiver: blocking receives below " + prepostFrom + " B, UCX's rendezvous threshold; "
+                                + "from there a window of async receives posted ahead)"
+                        : "",
                 PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
                         + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),
                 peerErrors(errorHandling) ? "-e" : "without -e", repeat)

@@ -64,6 +64,7 @@ final class UcxRuns {
             // large messages in cache that perftest's must fetch)
             MemorySegment outBuf = arena.allocate(64L << 20, 4096);
             AmSink sink = null;
+            long prepost = prepostFrom(ep);
             while (true) {
                 ep.recv(cmd, CTRL, Duration.ofHours(1));
                 long word = cmd.getAtIndex(ValueLayout.JAVA_LONG, 0);
@@ -78,7 +79,7 @@ final class UcxRuns {
                     return;
                 }
                 switch (api) {
-                    case TAG -> serveTag(ucx, ep, mode, b, out, total, window);
+                    case TAG -> serveTag(ucx, ep, mode, b, out, total, window, prepost);
                     case AM -> {
                         for (long i = 0; i < total; i++) {
                             try (AmMessage m = ep.amRecv()) {
@@ -185,11 +186,11 @@ final class UcxRuns {
     }
 
     private static void serveTag(Ucx ucx, Endpoint ep, long mode, MemorySegment b, MemorySegment out, long total,
-            int window) {
-        if (mode == PING_PONG || b.byteSize() < PREPOST_MIN) {
+            int window, long prepostFrom) {
+        if (mode == PING_PONG || b.byteSize() < prepostFrom) {
             // one receive at a time (ucx_perftest keeps 32 posted, but a window of async receives costs ucx4j an
-            // op and an upcall per message); small messages are taken from UCX's unexpected queue by their probe
-            // handle, without an upcall
+            // op, an upcall and a queued request per message: 8-15 % of the rate at 16 KiB); messages sent eagerly
+            // are taken from UCX's unexpected queue by their probe handle, without a request or an upcall
             for (long i = 0; i < total; i++) {
                 ep.recv(b, DATA);
                 if (mode == PING_PONG) {
@@ -215,8 +216,32 @@ final class UcxRuns {
         }
     }
 
-    /** From this size on the server posts its receives ahead (rendezvous sizes on shared memory). */
+    /**
+     * From this size on the server posts its receives ahead: a rendezvous starts only once its receive is posted,
+     * where an eager message is taken faster by a blocking receive when it has arrived. UCX's rendezvous threshold
+     * for tag sends, as {@code ucp_ep_print_info} gives it ({@link #rendezvousFrom}), or {@link #PREPOST_MIN} where
+     * that says nothing this can read.
+     */
+    static long prepostFrom(Endpoint ep) {
+        long t = rendezvousFrom(ep.info());
+        return t > 0 ? t : PREPOST_MIN;
+    }
+
+    /** Where the threshold is not known: the rendezvous threshold of shared memory with UCX's default segments. */
     static final long PREPOST_MIN = 16 * 1024;
+
+    private static final java.util.regex.Pattern TAG_SEND_RNDV =
+            java.util.regex.Pattern.compile("(?m)^#\\s*tag_send:\\s.*?\\.\\.(\\d+)\\.\\.<rndv>");
+
+    /**
+     * The smallest tag message UCX sends by rendezvous, from {@code ucp_ep_print_info}'s {@code tag_send:} row
+     * (UCX before 1.16: {@code 0..<egr/short>..93..<egr/bcopy>..32832..<rndv>..(inf)} gives 32832), or -1 if the
+     * text has no such row (UCX's newer protocol tables are printed otherwise).
+     */
+    static long rendezvousFrom(String epInfo) {
+        java.util.regex.Matcher m = TAG_SEND_RNDV.matcher(epInfo);
+        return m.find() ? Long.parseLong(m.group(1)) : -1;
+    }
 
     static void quit(Endpoint ep) {
         try (Arena a = Arena.ofConfined()) {
