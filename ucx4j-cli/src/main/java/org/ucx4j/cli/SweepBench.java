@@ -368,8 +368,8 @@ final class SweepBench implements Callable<Integer> {
                 + "per-round ratios)", api, SendRecvBench.progressMode(progress).name().toLowerCase(Locale.ROOT),
                 window,
                 UcxRuns.Api.parse(api) == UcxRuns.Api.TAG && prepostFrom > 0
-                        ? " (the receiver: blocking receives below " + prepostFrom + " B, UCX's rendezvous threshold; "
-                                + "from there a window of async receives posted ahead)"
+                        ? " (streaming, the receiver takes messages below " + prepostFrom + " B, UCX's rendezvous "
+                                + "threshold, with blocking receives, larger ones through a window of async receives)"
                         : "",
                 PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
                         + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),
