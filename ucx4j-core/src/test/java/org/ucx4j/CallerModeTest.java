@@ -450,6 +450,57 @@ class CallerModeTest {
     }
 
     /**
+     * A rendezvous active message costs its receiving worker's thread only the message the API hands back (the
+     * message, its payload's segment and the {@link AmMessage}): the pull that fetches its payload reuses an
+     * operation object (one per pull would be ~200 bytes more), and the payload lands intact.
+     */
+    @Test
+    void rendezvousActiveMessagesAllocateOnlyTheMessage() throws Exception {
+        withCallerClient((a, client, server) -> {
+            int n = 3000, size = 128 * 1024;
+            CompletableFuture<Long> sent = CompletableFuture.supplyAsync(() -> {
+                try (Arena arena = Arena.ofConfined()) {
+                    MemorySegment out = arena.allocate(size).fill((byte) 0x3c), empty = arena.allocate(0);
+                    MemorySegment ack = arena.allocate(1);
+                    for (int i = 0; i < n; i++) {
+                        out.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, i);
+                        server.amSend(empty, out);
+                        if (i % 16 == 15) { // a bounded number in flight: the receiver's pace sets the sender's
+                            server.recv(ack, 23, T);
+                        }
+                    }
+                    return (long) n;
+                }
+            }, java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor());
+            var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment ack = arena.allocate(1);
+                long perMessage = Long.MAX_VALUE;
+                int got = 0;
+                for (int pass = 0; pass < 10 && got < n; pass++) { // the first passes run before the JIT is done
+                    long before = threads.getCurrentThreadAllocatedBytes();
+                    int k = 0;
+                    for (; k < 300 && got < n; k++, got++) {
+                        try (AmMessage m = client.amRecv(T)) {
+                            MemorySegment p = m.payload();
+                            assertEquals(size, p.byteSize());
+                            int index = got;
+                            assertEquals(index, p.get(java.lang.foreign.ValueLayout.JAVA_INT, 0), () -> "message " + index);
+                            assertEquals((byte) 0x3c, p.get(java.lang.foreign.ValueLayout.JAVA_BYTE, size - 1));
+                        }
+                        if (got % 16 == 15) {
+                            client.send(ack, 23, T);
+                        }
+                    }
+                    perMessage = (threads.getCurrentThreadAllocatedBytes() - before) / k;
+                }
+                assertEquals(n, sent.get(10, TimeUnit.SECONDS));
+                assertTrue(perMessage <= 200, perMessage + " bytes allocated per rendezvous active message received");
+            }
+        });
+    }
+
+    /**
      * A send made inside the call is a critical downcall (no thread-state transition) only where UCX cannot call
      * back into Java during it: on shared memory, up to 64 KiB; never on an endpoint with a TCP lane, where a socket
      * error inside the send runs UCX's error handling in that call, the endpoint's error callback and its pending

@@ -29,6 +29,9 @@ final class AmReceiver {
     /** Rendezvous active messages announced but not yet pulled, oldest first. */
     private final ArrayDeque<Op> heldPulls = new ArrayDeque<>();
     private final Runnable startPulls = this::startPulls;
+    /** Finished pulls' operations, reused for the next ones (owner thread; see {@link #pullOp}). */
+    private final Op[] spares = new Op[16];
+    private int spareCount;
     private int pullsInFlight;
     private long bytesInFlight;
     private boolean pullsScheduled;
@@ -113,7 +116,7 @@ final class AmReceiver {
         byte[] userHeader = userLength == 0 ? NO_BYTES : NativeAccess.toArray(user, (int) userLength);
         if (rndv) {
             // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
-            Op op = new Op(engine);
+            Op op = pullOp();
             op.kind = Op.AM_DATA;
             op.what = AmWire.receiveName(kind);
             op.ep = ep;
@@ -181,8 +184,9 @@ final class AmReceiver {
                 }
                 inbox.inOrder.poll();
                 AmData m = op.attachment;
-                op.attachment = null;
-                handOut(ep, inbox, op.error != null ? op.error : m);
+                Object entry = op.error != null ? op.error : m;
+                recycle(op);
+                handOut(ep, inbox, entry);
             } else {
                 inbox.inOrder.poll();
                 handOut(ep, inbox, head);
@@ -195,9 +199,43 @@ final class AmReceiver {
         if (op.ep != null) {
             drainInOrder(op.ep, op.inbox);
         } else {
-            AmData m = op.attachment;
-            op.attachment = null;
-            handOut(null, op.inbox, op.error != null ? op.error : m);
+            Inbox inbox = op.inbox;
+            Object entry = op.error != null ? op.error : op.attachment;
+            recycle(op);
+            handOut(null, inbox, entry);
+        }
+    }
+
+    /**
+     * An operation for a pull: one that an earlier pull left behind, or a new one. A pull's operation is never
+     * handed to the application (it is a blocking kind, whose completion completes no future), so the worker's
+     * thread reuses it and a rendezvous message costs only the message the application gets.
+     */
+    private Op pullOp() {
+        if (spareCount == 0) {
+            Op op = new Op(engine);
+            op.blocking = true;
+            return op;
+        }
+        Op op = spares[--spareCount];
+        spares[spareCount] = null;
+        op.reuse(engine);
+        return op;
+    }
+
+    /**
+     * Keeps a finished pull's operation for the next (owner thread), once it has left every queue: out of its
+     * slot and the ring of polled operations (its completion took it out), out of the held and in-order queues.
+     */
+    private void recycle(Op op) {
+        op.attachment = null;
+        op.inbox = null;
+        op.ep = null;
+        op.keepAlive = null;
+        op.pullUncounted = false;
+        op.pullOrphaned = false;
+        if (spareCount < spares.length) {
+            spares[spareCount++] = op;
         }
     }
 
