@@ -131,12 +131,17 @@ final class UcxShuffleConf {
     /**
      * Checks every setting of the plug-in at once, so that a typo fails the application at start with the key and
      * the reason rather than a task later (or, with {@link #FALLBACK}, quietly turns an executor back to Spark's
-     * own shuffle); also where ucx4j then does not run here, since the same settings reach every JVM.
+     * own shuffle); also where ucx4j then does not run here, since the same settings reach every JVM. UCX's own
+     * keys ({@code spark.ucx4j.ucx.*}) go to UCX where it is installed, which refuses bad values of its core (UCP)
+     * settings; the others (its transports' {@code POSIX_*}, {@code TCP_*}...) it reads only as each executor opens
+     * it.
      *
      * @throws IllegalArgumentException naming the first bad key, its value and what it takes
      */
     void validate() {
+        check(FALLBACK, this::fallback);
         check(PORT, () -> range(port(), 0, 65535));
+        check(BIND_ADDRESS, () -> hostForm(bindAddress()));
         check(CONNECT_TIMEOUT, () -> positive(connectTimeout().toMillis()));
         check(LIVENESS_TIMEOUT, () -> UcxOptions.defaults().withLivenessTimeout(livenessTimeout()));
         check(PROGRESS_MODE, this::progressMode);
@@ -146,6 +151,27 @@ final class UcxShuffleConf {
         check(SERVER_BYTES_IN_FLIGHT, () -> positive(serverBytesInFlight()));
         check(RECEIVE_CACHE, () -> range(receiveCache(), 0, Long.MAX_VALUE));
         check(UCX_PREFIX + "*", this::ucxOptions);
+        if (Ucx.isAvailable()) {
+            for (Tuple2<String, String> kv : conf.getAllWithPrefix(UCX_PREFIX)) {
+                check(UCX_PREFIX + kv._1(), () -> Ucx.config(UcxOptions.defaults().with(kv._1(), kv._2())));
+            }
+        }
+    }
+
+    private static final String LABEL = "[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?";
+    private static final java.util.regex.Pattern HOST_NAME =
+            java.util.regex.Pattern.compile(LABEL + "(\\." + LABEL + ")*");
+
+    /** A host name or an IP address (not resolved here: the name is the executors' to resolve), or null. */
+    static void hostForm(String host) {
+        if (host == null) {
+            return;
+        }
+        if (host.indexOf(':') >= 0 || host.matches("[0-9.]+")) {
+            java.net.InetAddress.ofLiteral(host); // IllegalArgumentException: "Invalid IP address literal: ..."
+        } else if (!HOST_NAME.matcher(host).matches()) {
+            throw new IllegalArgumentException("a host name or an IP address expected");
+        }
     }
 
     private void check(String key, Runnable read) {

@@ -100,6 +100,10 @@ class UcxShuffleRefusalTest {
             {UcxShuffleConf.CONNECT_TIMEOUT, "0s", "at least 1 expected"},
             {UcxShuffleConf.LIVENESS_TIMEOUT, "2d", "livenessTimeout"},
             {UcxShuffleConf.SERVER_BYTES_IN_FLIGHT, "0", "at least 1 expected"},
+            {UcxShuffleConf.FALLBACK, "yes", "yes"},
+            {UcxShuffleConf.BIND_ADDRESS, "10.0.0.300", "Invalid IP address literal"},
+            {UcxShuffleConf.BIND_ADDRESS, "exec host", "a host name or an IP address expected"},
+            {UcxShuffleConf.UCX_PREFIX + "RNDV_THRESH", "lots", "RNDV_THRESH=lots refused"},
         };
         for (String[] b : bad) {
             SparkConf conf = new SparkConf(false).set(UcxShuffleConf.FALLBACK, "true").set(b[0], b[1]);
@@ -109,7 +113,10 @@ class UcxShuffleRefusalTest {
             assertTrue(e.getMessage().contains(b[2]), e.getMessage());
         }
         SparkConf fine = new SparkConf(false).set(UcxShuffleConf.PORT, "65535")
-                .set(UcxShuffleConf.PROGRESS_MODE, " Blocking").set(UcxShuffleConf.RECEIVE_CACHE, "0");
+                .set(UcxShuffleConf.PROGRESS_MODE, " Blocking").set(UcxShuffleConf.RECEIVE_CACHE, "0")
+                .set(UcxShuffleConf.BIND_ADDRESS, "exec-1.cluster.local")
+                .set(UcxShuffleConf.UCX_PREFIX + "RNDV_THRESH", "64k")
+                .set(UcxShuffleConf.UCX_PREFIX + "POSIX_FIFO_SIZE", "512");
         new UcxShuffleConf(fine).validate();
         assertEquals(org.ucx4j.ProgressMode.BLOCKING, new UcxShuffleConf(fine).progressMode());
     }
