@@ -1100,7 +1100,7 @@ public final class Endpoint implements AutoCloseable {
     public CompletableFuture<byte[]> recvObjectAsync() {
         ucx.checkOpen();
         return Ucx.adapt(engine.amTake(core, AmWire.OBJECT),
-                d -> d.payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE), false, true);
+                org.ucx4j.internal.engine.AmData::objectBytes, false, true);
     }
 
     /**
@@ -1132,7 +1132,7 @@ public final class Endpoint implements AutoCloseable {
 
     private static byte[] objectBytes(org.ucx4j.internal.engine.AmData d) {
         try {
-            return d.payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+            return d.objectBytes();
         } finally {
             d.free();
         }

@@ -6,13 +6,16 @@ import java.lang.invoke.VarHandle;
 import org.ucx4j.MemoryAllocator;
 
 /**
- * One received active message: the user header (copied), and the payload in memory the receiver's allocator gave.
- * {@link #free} gives the payload back once (any thread).
+ * One received active message: the user header (copied), and the payload in memory the receiver's allocator gave,
+ * or, for an object that arrived whole, in the array its receive hands back ({@link #object}). {@link #free} gives
+ * the payload back once (any thread).
  */
 public final class AmData implements Runnable {
     final byte kind;
     final byte[] header;
+    /** Null for an object received into {@link #object}. */
     final MemorySegment payload;
+    private final byte[] object;
     /** What the allocator gave (at least the payload's length): what goes back to it. */
     private final MemorySegment block;
     final MemoryAllocator allocator;
@@ -35,6 +38,18 @@ public final class AmData implements Runnable {
         this.payload = block.byteSize() == length ? block : block.asSlice(0, length);
         this.allocator = allocator;
         this.ep = ep;
+        this.object = null;
+    }
+
+    /** An object copied whole from UCX's buffer into {@code object}, the array its receive hands back. */
+    AmData(byte[] object, EndpointCore ep) {
+        this.kind = AmWire.OBJECT;
+        this.header = AmReceiver.NO_BYTES;
+        this.payload = null;
+        this.block = null;
+        this.allocator = null;
+        this.ep = ep;
+        this.object = object;
     }
 
     public byte[] header() {
@@ -42,7 +57,17 @@ public final class AmData implements Runnable {
     }
 
     public MemorySegment payload() {
-        return payload;
+        return payload != null ? payload : MemorySegment.ofArray(object);
+    }
+
+    /** The payload's length in bytes. */
+    public long length() {
+        return payload != null ? payload.byteSize() : object.length;
+    }
+
+    /** {@return the object's bytes: the array it was received into, or a copy of the payload} */
+    public byte[] objectBytes() {
+        return object != null ? object : payload.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
     }
 
     /** The endpoint it came on; null for a message from a raw peer (worker-level). */
@@ -65,7 +90,7 @@ public final class AmData implements Runnable {
 
     /** Gives the payload back to its allocator; idempotent. */
     public void free() {
-        if (FREED.compareAndSet(this, false, true)) {
+        if (FREED.compareAndSet(this, false, true) && allocator != null) {
             allocator.free(block);
         }
     }

@@ -19,7 +19,7 @@ import org.ucx4j.internal.ffi.Ucp;
  */
 final class AmReceiver {
     private static final Logger LOG = LoggerFactory.getLogger(AmReceiver.class);
-    private static final byte[] NO_BYTES = new byte[0];
+    static final byte[] NO_BYTES = new byte[0];
 
     private final Engine engine;
     private final org.ucx4j.MemoryAllocator allocator;
@@ -99,8 +99,8 @@ final class AmReceiver {
             }
         }
         Inbox inbox = ep == null ? rawInbox : ep.inboxes[kind];
-        String refusal = length > maxMessageBytes || kind != AmWire.PLAIN ? AmWire.refusal(kind,
-                NativeAccess.view(user, userLength), length, maxFrames, maxMessageBytes) : null;
+        String refusal = length > maxMessageBytes || kind != AmWire.PLAIN ? AmWire.refusal(kind, user,
+                userLength, length, maxFrames, maxMessageBytes) : null;
         if (refusal != null) {
             LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
             deliverInOrder(ep, inbox, new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
@@ -113,7 +113,17 @@ final class AmReceiver {
             LOG.debug("ucx4j: dropped a rendezvous message announced on {} after it went away", ep.peer);
             return Status.ERR_CANCELED;
         }
-        byte[] userHeader = userLength == 0 ? NO_BYTES : NativeAccess.toArray(user, (int) userLength);
+        if (kind == AmWire.OBJECT && !rndv) {
+            // straight into the array the receive hands back (the header, its size, was checked above): no receive
+            // block, no second copy, nothing else allocated
+            byte[] object = new byte[(int) length];
+            NativeAccess.copy(data, object, object.length);
+            deliverEager(ep, inbox, new AmData(object, ep));
+            return Status.OK;
+        }
+        // an object's header is its size, known from the payload
+        byte[] userHeader = userLength == 0 || kind == AmWire.OBJECT ? NO_BYTES
+                : NativeAccess.toArray(user, (int) userLength);
         if (rndv) {
             // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
             Op op = pullOp();
@@ -156,11 +166,11 @@ final class AmReceiver {
         if (Jfr.AVAILABLE && Jfr.transfers) {
             Jfr.TransferEvent ev = Jfr.begin();
             if (ev != null) {
-                Jfr.end(ev, AmWire.receiveName(m.kind), m.payload.byteSize(), 0, ep, "OK");
+                Jfr.end(ev, AmWire.receiveName(m.kind), m.length(), 0, ep, "OK");
             }
         }
         if (ep != null) {
-            ep.stats.received(m.payload.byteSize(), 0);
+            ep.stats.received(m.length(), 0);
         }
         deliverInOrder(ep, inbox, m);
     }

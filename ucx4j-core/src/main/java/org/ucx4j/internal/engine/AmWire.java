@@ -5,6 +5,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED;
 import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
 
 import java.lang.foreign.MemorySegment;
+import org.ucx4j.internal.ffi.NativeAccess;
 
 /**
  * ucx4j's active-message wire format. Messages between ucx4j endpoints use AM id {@link #ID_UCX4J} and a header
@@ -34,27 +35,30 @@ public final class AmWire {
     static final int KINDS = 3;
     public static final int FRAME_ENTRY = 9;
 
-    /** Why a message of this kind cannot be taken (caps, malformed header), or null. Nothing is allocated. */
-    static String refusal(byte kind, MemorySegment userHeader, long payloadLength, int maxFrames, long maxBytes) {
+    /**
+     * Why a message of this kind cannot be taken (caps, malformed header), or null. The user header's
+     * {@code headerLength} bytes are read where UCX has them ({@code header}); nothing is allocated.
+     */
+    static String refusal(byte kind, long header, long headerLength, long payloadLength, int maxFrames, long maxBytes) {
         if (payloadLength > maxBytes) {
             return "message of " + payloadLength + " bytes exceeds the receive cap of " + maxBytes + " bytes";
         }
         switch (kind) {
             case FRAMES -> {
-                if (userHeader.byteSize() < 4) {
-                    return "frame header truncated (" + userHeader.byteSize() + " bytes)";
+                if (headerLength < 4) {
+                    return "frame header truncated (" + headerLength + " bytes)";
                 }
-                int count = userHeader.get(JAVA_INT_UNALIGNED, 0);
+                int count = NativeAccess.getIntUnaligned(header);
                 if (count < 0 || count > maxFrames) {
                     return "frame header claims " + Integer.toUnsignedString(count) + " frames, cap is " + maxFrames;
                 }
-                if (userHeader.byteSize() != 4L + (long) count * FRAME_ENTRY) {
-                    return "frame header of " + userHeader.byteSize() + " bytes does not describe " + count
+                if (headerLength != 4L + (long) count * FRAME_ENTRY) {
+                    return "frame header of " + headerLength + " bytes does not describe " + count
                             + " frames";
                 }
                 long total = 0;
                 for (int i = 0; i < count; i++) {
-                    long size = userHeader.get(JAVA_LONG_UNALIGNED, 4L + (long) i * FRAME_ENTRY);
+                    long size = NativeAccess.getLongUnaligned(header + 4 + (long) i * FRAME_ENTRY);
                     if (size < 0 || size > maxBytes - total) { // total <= maxBytes: no overflow
                         total = -1;
                     } else {
@@ -70,10 +74,10 @@ public final class AmWire {
                 }
             }
             case OBJECT -> {
-                if (userHeader.byteSize() != 8) {
-                    return "object header of " + userHeader.byteSize() + " bytes (expected 8)";
+                if (headerLength != 8) {
+                    return "object header of " + headerLength + " bytes (expected 8)";
                 }
-                long size = userHeader.get(JAVA_LONG_UNALIGNED, 0);
+                long size = NativeAccess.getLongUnaligned(header);
                 if (size != payloadLength) {
                     return "object header claims " + Long.toUnsignedString(size) + " bytes, message carries "
                             + payloadLength;

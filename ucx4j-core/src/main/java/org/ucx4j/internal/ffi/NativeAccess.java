@@ -102,6 +102,11 @@ public final class NativeAccess {
         return Raw.EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, address);
     }
 
+    /** The 8 bytes at {@code address}, any alignment. */
+    public static long getLongUnaligned(long address) {
+        return Raw.EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED, address);
+    }
+
     /** The byte at {@code address}. */
     public static byte getByte(long address) {
         return Raw.EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_BYTE, address);
@@ -112,6 +117,11 @@ public final class NativeAccess {
         byte[] b = new byte[length];
         MemorySegment.copy(Raw.EVERYWHERE, java.lang.foreign.ValueLayout.JAVA_BYTE, address, b, 0, length);
         return b;
+    }
+
+    /** Copies {@code length} bytes from {@code address} to the start of {@code dst}. */
+    public static void copy(long address, byte[] dst, int length) {
+        MemorySegment.copy(Raw.EVERYWHERE, java.lang.foreign.ValueLayout.JAVA_BYTE, address, dst, 0, length);
     }
 
     /** Copies {@code length} bytes from {@code address} to the start of {@code dst}. */
