@@ -400,13 +400,14 @@ public final class Endpoint implements AutoCloseable {
     /** The owner thread takes a message that already waits inside the call; otherwise a receive op waits. */
     private long recvBlocking(MemorySegment seg, int tag, long timeoutNanos) {
         long wireTag = core.recvTag(tag);
-        long n = engine.tagRecvNow(core, seg.address(), seg.byteSize(), wireTag, timeoutNanos);
+        long deadline = engine.deadline(timeoutNanos);
+        long n = engine.tagRecvNow(core, seg.address(), seg.byteSize(), wireTag, timeoutNanos, deadline);
         if (n >= 0) {
             return n;
         }
         Op op = recvOp(seg, wireTag, true);
         engine.submit(op);
-        return engine.await(op, timeoutNanos);
+        return engine.await(op, Engine.timeLeft(timeoutNanos, deadline)); // a borrow that failed took its time
     }
 
     /**
@@ -510,7 +511,8 @@ public final class Endpoint implements AutoCloseable {
      *
      * @param message a message removed by this endpoint's probe, received once only ({@link IllegalStateException}
      *     if it was only peeked at or was received already)
-     * @param buf native memory to receive into, with room for {@code message.length()} bytes
+     * @param buf native memory to receive into, with room for {@code message.length()} bytes (a smaller one is
+     *     refused with {@link MessageTruncatedException} and the message stays, to be received into a larger one)
      */
     public long recv(ProbedMessage message, MemorySegment buf) {
         return engine.await(submitted(probedOp(message, buf, true)), -1);
@@ -544,8 +546,8 @@ public final class Endpoint implements AutoCloseable {
         MemorySegment seg = Buffers.segment(buf, true);
         Objects.requireNonNull(message, "message");
         ucx.checkOpen();
-        Op op = engine.probedRecv(core, message.take(this), message.tag(), message.length(), seg.address(),
-                seg.byteSize(), 0, null, blocking);
+        Op op = engine.probedRecv(core, message.take(this, seg.byteSize()), message.tag(), message.length(),
+                seg.address(), seg.byteSize(), 0, null, blocking);
         op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         Ucx.keepAlive(op, seg);
         return op;
@@ -1254,30 +1256,28 @@ public final class Endpoint implements AutoCloseable {
      * anything else is an op in flight.
      */
     private Op rmaStart(boolean get, MemorySegment seg, RemoteKey key, long remoteOffset, boolean blocking) {
-        long rkey = rkeyFor(key, remoteOffset, seg);
-        long remote = key.remoteAddress() + remoteOffset;
-        boolean borrowed = engine.enterCall(core, blocking);
-        Op op = null;
-        try {
-            Op now = engine.inCall.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
-            op = now == InCall.SENT ? now : now != null ? kept(now, seg)
-                    : submitted(kept(engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking),
-                            seg));
-            return op;
-        } finally {
-            engine.leaveCall(borrowed, blocking && op != InCall.SENT ? op : null); // it waits for op next
-        }
-    }
-
-    /** The UCX remote key for {@code seg.byteSize()} bytes at {@code remoteOffset} (bounds-checked); open checked. */
-    private long rkeyFor(RemoteKey key, long remoteOffset, MemorySegment seg) {
         Objects.requireNonNull(key, "key");
         if (key.endpoint() != this) {
             throw new IllegalArgumentException("remote key was unpacked on another endpoint: " + key.endpoint());
         }
-        long rkey = key.handleFor(remoteOffset, seg.byteSize());
         ucx.checkOpen();
-        return rkey;
+        long rkey = key.acquire(remoteOffset, seg.byteSize()); // its close waits until the op is posted or queued
+        try {
+            long remote = key.remoteAddress() + remoteOffset;
+            boolean borrowed = engine.enterCall(core, blocking);
+            Op op = null;
+            try {
+                Op now = engine.inCall.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);
+                op = now == InCall.SENT ? now : now != null ? kept(now, seg)
+                        : submitted(kept(engine.rma(core, get, seg.address(), seg.byteSize(), remote, rkey,
+                                blocking), seg));
+                return op;
+            } finally {
+                engine.leaveCall(borrowed, blocking && op != InCall.SENT ? op : null); // it waits for op next
+            }
+        } finally {
+            key.release();
+        }
     }
 
     /**

@@ -38,8 +38,11 @@ public final class ProbedMessage {
         return handle != 0;
     }
 
-    /** Claims the handle for its one receive. */
-    long take(Endpoint on) {
+    /**
+     * Claims the handle for its one receive into {@code capacity} bytes; a buffer too small is refused before UCX
+     * consumes the message, which then stays to be received into a larger one.
+     */
+    long take(Endpoint on, long capacity) {
         if (handle == 0) {
             throw new IllegalStateException("the message was only peeked at: receive it with a normal recv");
         }
@@ -49,6 +52,13 @@ public final class ProbedMessage {
         }
         if (!taken.compareAndSet(false, true)) {
             throw new IllegalStateException("the probed message was already received");
+        }
+        if (capacity < length) {
+            taken.set(false);
+            throw new MessageTruncatedException("probed message of " + length + " bytes refused for a buffer of "
+                    + capacity + " bytes; it stays to be received into a larger one ("
+                    + org.ucx4j.internal.ffi.Status.name(org.ucx4j.internal.ffi.Status.ERR_MESSAGE_TRUNCATED) + ")",
+                    org.ucx4j.internal.ffi.Status.ERR_MESSAGE_TRUNCATED);
         }
         return handle;
     }

@@ -28,6 +28,11 @@ public final class RemoteKey implements AutoCloseable {
     private final long size;
     private final long rkey;
     private final AtomicBoolean closed = new AtomicBoolean();
+    /**
+     * Puts and gets between their check of the key ({@link #acquire}) and their posting or queueing: a close waits
+     * for them, so its flush, queued after them, covers them, and none is posted with a destroyed key.
+     */
+    private final java.util.concurrent.atomic.AtomicInteger users = new java.util.concurrent.atomic.AtomicInteger();
 
     RemoteKey(Endpoint endpoint, Engine engine, long remoteAddress, long size, long rkey) {
         this.endpoint = endpoint;
@@ -67,6 +72,13 @@ public final class RemoteKey implements AutoCloseable {
         if (!closed.compareAndSet(false, true)) {
             return;
         }
+        for (int spins = 0; users.get() != 0; spins++) { // an operation that passed its check is being posted
+            if (spins < 100) {
+                Thread.onSpinWait();
+            } else {
+                Thread.yield();
+            }
+        }
         try {
             if (endpoint.isAlive()) {
                 CompletableFuture<Long> flushed = endpoint.flushAsync();
@@ -99,16 +111,27 @@ public final class RemoteKey implements AutoCloseable {
         }
     }
 
-    /** The UCX handle, checked open; and bounds of an access of {@code length} bytes at {@code offset}. */
-    long handleFor(long offset, long length) {
-        if (closed.get()) {
-            throw new IllegalStateException("remote key is closed");
-        }
+    /**
+     * The UCX handle for an access of {@code length} bytes at {@code offset}, bounds and open checked; the key is
+     * then in use, and cannot be released, until {@link #release()}, which the caller owes once the operation is
+     * posted or queued (or failed).
+     */
+    long acquire(long offset, long length) {
         if (offset < 0 || length < 0 || offset > size - length) {
             throw new IndexOutOfBoundsException("remote access of " + length + " bytes at offset " + offset
                     + " is outside the remote region of " + size + " bytes");
         }
+        users.getAndIncrement();
+        if (closed.get()) { // (a close sets it before it looks at users: one of the two sees the other)
+            users.getAndDecrement();
+            throw new IllegalStateException("remote key is closed");
+        }
         return rkey;
+    }
+
+    /** Ends the use {@link #acquire} began. */
+    void release() {
+        users.getAndDecrement();
     }
 
     // ---- envelope: magic, version, 3 zero bytes, base address, size, packed length, packed key, CRC32C

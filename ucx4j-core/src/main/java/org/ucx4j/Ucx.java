@@ -624,6 +624,8 @@ public final class Ucx implements AutoCloseable {
      * @return its length in bytes
      * @throws IllegalStateException if the message was only peeked at, or already received
      * @throws IllegalArgumentException if the message was probed on an endpoint
+     * @throws MessageTruncatedException if {@code buf} is smaller than the message, which then stays to be received
+     *     into a larger one
      */
     public long recv(ProbedMessage message, MemorySegment buf) {
         return recvProbed(message, buf, -1);
@@ -644,8 +646,8 @@ public final class Ucx implements AutoCloseable {
     private long recvProbed(ProbedMessage message, MemorySegment buf, long timeoutNanos) {
         MemorySegment seg = Buffers.segment(buf, true);
         checkOpen();
-        Op op = engine.probedRecv(null, message.take(null), message.tag(), message.length(), seg.address(),
-                seg.byteSize(), 0, null, true);
+        Op op = engine.probedRecv(null, message.take(null, seg.byteSize()), message.tag(), message.length(),
+                seg.address(), seg.byteSize(), 0, null, true);
         op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         keepAlive(op, seg);
         engine.submit(op);
@@ -663,8 +665,8 @@ public final class Ucx implements AutoCloseable {
     public CompletableFuture<Long> recvAsync(ProbedMessage message, MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, true);
         checkOpen();
-        Op op = engine.probedRecv(null, message.take(null), message.tag(), message.length(), seg.address(),
-                seg.byteSize(), 0, null, false);
+        Op op = engine.probedRecv(null, message.take(null, seg.byteSize()), message.tag(), message.length(),
+                seg.address(), seg.byteSize(), 0, null, false);
         op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         keepAlive(op, seg);
         engine.submit(op);

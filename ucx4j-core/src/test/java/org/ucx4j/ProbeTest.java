@@ -69,6 +69,11 @@ class ProbeTest {
                 client.send(new byte[64], 8);
                 ProbedMessage big = await(() -> server.probe(8, true));
                 assertThrows(MessageTruncatedException.class, () -> server.recv(big, arena.allocate(16)));
+                // refused before UCX consumed it: it stays, and a large enough buffer gets it whole
+                MemorySegment whole = arena.allocate(64).fill((byte) 1);
+                assertEquals(64, server.recv(big, whole, Duration.ofSeconds(10)));
+                assertEquals(0, whole.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 63));
+                assertThrows(IllegalStateException.class, () -> server.recv(big, whole), "received once only");
             }
         });
     }

@@ -2,6 +2,7 @@ package org.ucx4j;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -16,6 +17,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /** One-sided RMA: registration, remote keys (and their validation), put/get with offsets and bounds, flush, fence. */
 class RmaTest {
@@ -188,6 +191,27 @@ class RmaTest {
                 }
             }
         });
+    }
+
+    /**
+     * A region whose registration is gone (its worker closed, on the caller-mode thread that owned it, or in any
+     * mode) refuses to pack a key: UCX's context and the registration are freed, and packing crashed the JVM.
+     */
+    @ParameterizedTest
+    @EnumSource(value = ProgressMode.class, names = {"CALLER", "BACKOFF"})
+    void aRegionOfAClosedWorkerRefusesToPackAKey(ProgressMode mode) {
+        MemoryRegion region;
+        try (Arena arena = Arena.ofShared()) {
+            try (Ucx ucx = Ucx.open(UcxOptions.defaults().withProgressMode(mode))) {
+                region = ucx.registerMemory(arena.allocate(4096));
+                assertTrue(region.packRemoteKey().length > 0);
+            }
+            assertFalse(region.isClosed());
+            RuntimeException e = assertThrows(RuntimeException.class, region::packRemoteKey);
+            assertTrue(e instanceof IllegalStateException || e instanceof EndpointClosedException, e.toString());
+            region.close(); // idempotent and quiet after its worker's close
+            assertThrows(IllegalStateException.class, region::packRemoteKey);
+        }
     }
 
     @Test

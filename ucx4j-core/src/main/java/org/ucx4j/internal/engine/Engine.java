@@ -482,12 +482,14 @@ public final class Engine {
      * this thread polls ({@link #spinPolled}), and if it takes longer, tested by whoever drives the worker. Another
      * thread borrows the worker for the call ({@link #borrowFor}) and gives it back before it waits longer. Returns
      * the length, or {@link #NOT_NOW} (a thread that cannot borrow the worker, endpoint not open, a flight
-     * recording wants transfers).
+     * recording wants transfers). {@code deadline}: when a wait of {@code timeoutNanos} (negative: none) by a thread
+     * other than the owner ends ({@link #deadline}).
      */
-    public long tagRecvNow(EndpointCore ep, long address, long length, long tag, long timeoutNanos) {
+    public long tagRecvNow(EndpointCore ep, long address, long length, long tag, long timeoutNanos,
+            long deadline) {
         boolean borrowed = false;
         if (Thread.currentThread() != owner) {
-            if (!borrowFor(ep, timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos)) {
+            if (!borrowFor(ep, deadline)) {
                 return NOT_NOW;
             }
             borrowed = true;
@@ -509,7 +511,22 @@ public final class Engine {
                 giveBack(); // the receive still pending completes by whoever drives the worker next (polled)
             }
         }
-        return await(waiting, timeoutNanos);
+        // a borrower's wait to borrow and its polling came out of the bound (the owner's polling is microseconds)
+        return await(waiting, borrowed ? timeLeft(timeoutNanos, deadline) : timeoutNanos);
+    }
+
+    /**
+     * When a blocking call of {@code timeoutNanos} (negative: no bound) made now must end, for a thread that may
+     * have to borrow the worker first; {@link Long#MAX_VALUE} (no clock read) where it need not know.
+     */
+    public long deadline(long timeoutNanos) {
+        return timeoutNanos < 0 || Thread.currentThread() == owner ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
+    }
+
+    /** What is left of a wait of {@code timeoutNanos} (negative: no bound) that ends at {@code deadline}. */
+    public static long timeLeft(long timeoutNanos, long deadline) {
+        return timeoutNanos < 0 || deadline == Long.MAX_VALUE ? timeoutNanos
+                : Math.max(0, deadline - System.nanoTime());
     }
 
     /** {@link #tagRecvProbed}/{@link #tagRecvWithInfo}: the receive is pending as {@link #pendingNow}. */
@@ -1343,7 +1360,9 @@ public final class Engine {
      * so a caller that retries timed-out flushes against a peer that never progresses holds one per try.
      */
     private static boolean leftToUcx(Op op) {
-        return op.cancelRequested && op.kind == Op.RMA_FLUSH;
+        // flushes (an endpoint's, a close's) hold no caller memory; without peer error handling UCX cannot purge a
+        // close's flush toward a peer that stopped, and the close's bound must hold
+        return op.cancelRequested && (op.kind == Op.RMA_FLUSH || op.kind == Op.FLUSH);
     }
 
     /**
@@ -1831,6 +1850,9 @@ public final class Engine {
 
     private <T> T onOwner(String what, Supplier<T> s) {
         if (Thread.currentThread() == owner) {
+            if (terminated) { // caller mode, after the close: the worker and context are gone
+                throw closedError(what);
+            }
             return s.get();
         }
         Object[] box = new Object[1];

@@ -107,6 +107,9 @@ final class Registrations {
 
     /** The packed remote key of a registration ({@code ucp_rkey_pack}). */
     byte[] pack(long memh) {
+        if (!memhs.contains(memh)) { // unregistered meanwhile (its region or the worker closed): UCX freed it
+            throw new IllegalStateException("memory region is closed");
+        }
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG, 2);
             Engine.check(Ucp.rkeyPack(context, memh, out.address(), out.address() + 8), "ucp_rkey_pack");
