@@ -76,7 +76,9 @@ public final class MemoryRegion implements AutoCloseable {
     /**
      * Unregisters the memory (and frees it if ucx4j allocated it). Idempotent. Memory ucx4j allocated that an
      * operation is using right now (an I/O call reading into {@link #segment()}, say) is not freed under it: the
-     * close throws {@link IllegalStateException} and the region stays open, to be closed once that ends.
+     * close throws {@link IllegalStateException} and the region stays open, to be closed once that ends. So does a
+     * close that UCX refuses, or that a caller-mode owner thread busy elsewhere does not take within 10 s: the
+     * {@link UcxException} says why, and the region stays registered until closed again (or its {@code Ucx} is).
      */
     @Override
     public void close() {
@@ -96,8 +98,11 @@ public final class MemoryRegion implements AutoCloseable {
         }
         try {
             engine.memUnmap(memh);
-        } catch (UcxException e) {
+        } catch (EndpointClosedException e) {
             // the worker is closing: it unregisters what is left
+        } catch (UcxException e) { // still registered (the owner did not answer in time, UCX refused): say so
+            closed.set(false);
+            throw e;
         }
     }
 

@@ -159,17 +159,10 @@ public final class Engine {
             } finally {
                 Ucp.configRelease(config);
             }
-            try {
-                wrk = createWorker(ctx, "ucp_worker_create");
-            } catch (UcxException e) {
-                Ucp.cleanup(ctx);
-                throw e;
-            }
+            wrk = createWorker(ctx, "ucp_worker_create");
             MemorySegment fd = a.allocate(JAVA_INT);
             int st = Ucp.workerGetEfd(wrk, fd.address());
             if (st != Status.OK) {
-                Ucp.workerDestroy(wrk);
-                Ucp.cleanup(ctx);
                 throw UcxException.of(st, "ucp_worker_get_efd");
             }
             this.efd = fd.get(JAVA_INT, 0);
@@ -179,28 +172,26 @@ public final class Engine {
             long opened = ctx;
             this.shmSettings = TransportInfo.resources(Ucp.capture(f -> Ucp.contextPrintInfo(opened, f))).stream()
                     .anyMatch(TransportInfo::isSharedMemory) ? UcxConfig.sharedMemorySettings() : "";
-        } catch (RuntimeException e) {
-            arena.close();
+        } catch (RuntimeException | Error e) {
+            released(wrk, ctx, -1);
             throw e;
         }
         this.context = ctx;
         this.worker = wrk;
-        this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
-        this.amReceiver = new AmReceiver(this, cfg);
-        this.registrations = new Registrations(ctx);
-        this.requests = new Requests(this, scratch, lenOut);
-        this.inCall = new InCall(this, arena);
-        pollfd.set(JAVA_INT, 0, efd);
-        pollfd.set(JAVA_SHORT, 4, (short) 1); // POLLIN
-        this.id = Upcalls.register(this);
+        int registered = -1;
         try {
+            this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
+            this.amReceiver = new AmReceiver(this, cfg);
+            this.registrations = new Registrations(ctx);
+            this.requests = new Requests(this, scratch, lenOut);
+            this.inCall = new InCall(this, arena);
+            pollfd.set(JAVA_INT, 0, efd);
+            pollfd.set(JAVA_SHORT, 4, (short) 1); // POLLIN
+            this.id = registered = Upcalls.register(this);
             setAmHandler(AmWire.ID_UCX4J);
             setAmHandler(AmWire.ID_RAW);
-        } catch (RuntimeException e) {
-            Upcalls.unregister(id);
-            Ucp.workerDestroy(worker);
-            Ucp.cleanup(context);
-            arena.close();
+        } catch (RuntimeException | Error e) { // (too many workers open, say): nothing stays behind
+            released(wrk, ctx, registered);
             throw e;
         }
         if (mode == ProgressMode.CALLER) {
@@ -527,6 +518,20 @@ public final class Engine {
     public static long timeLeft(long timeoutNanos, long deadline) {
         return timeoutNanos < 0 || deadline == Long.MAX_VALUE ? timeoutNanos
                 : Math.max(0, deadline - System.nanoTime());
+    }
+
+    /** Releases what a constructor that failed had made: the upcall registration, the worker, the context. */
+    private void released(long wrk, long ctx, int registered) {
+        if (registered >= 0) {
+            Upcalls.unregister(registered);
+        }
+        if (wrk != 0) {
+            Ucp.workerDestroy(wrk);
+        }
+        if (ctx != 0) {
+            Ucp.cleanup(ctx);
+        }
+        arena.close();
     }
 
     /** {@link #tagRecvProbed}/{@link #tagRecvWithInfo}: the receive is pending as {@link #pendingNow}. */
