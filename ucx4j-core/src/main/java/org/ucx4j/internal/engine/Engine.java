@@ -2113,6 +2113,15 @@ public final class Engine {
                     LOG.debug("ucx4j: worker {}: {} active-message payloads were still open at close", name, open);
                 }
             }
+            for (Op s : stuck) {
+                if (s.request != 0 && (s.kind == Op.CLOSE || s.kind == Op.FLUSH || s.kind == Op.RMA_FLUSH)) {
+                    // an endpoint's close or flush UCX never ended (without peer error handling, toward a peer that
+                    // stopped): UCX (1.13 with assertions on) aborts the process if the application has not
+                    // released it before the destroy ends it; its callback, if the destroy runs it, frees nothing
+                    s.requestReleased = true;
+                    Ucp.requestFree(s.request);
+                }
+            }
             closeWakes();
             Ucp.workerDestroy(worker);
             // UCX can no longer touch the stuck ops' memory: now their callers hear of it (and may free their

@@ -82,6 +82,8 @@ public final class Op extends EngineFuture<Long> {
     /** The waiter of a blocking op went to park (its spin did not catch the completion). */
     volatile boolean waiterParked;
     long request;
+    /** {@link #request} was released to UCX as the worker went ({@code ucp_request_free}): UCX frees it. */
+    boolean requestReleased;
     int slot = -1;
     Op pendingPrev;
     Op pendingNext;
@@ -159,6 +161,7 @@ public final class Op extends EngineFuture<Long> {
         NEXT.set(this, (Op) null);
         CANCEL.set(this, false);
         request = 0;
+        requestReleased = false;
         slot = -1;
         pendingPrev = pendingNext = null;
         polled = false;

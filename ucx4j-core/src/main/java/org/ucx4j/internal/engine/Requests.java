@@ -464,6 +464,11 @@ final class Requests {
     /** An operation's callback (an upcall): completes the op in {@code slot} unless it is no longer there. */
     void completeSlot(int slot, long request, int status, long length, long tag) {
         Op op = slots.get(slot);
+        if (op != null && op.requestReleased && op.request == request) { // inside the worker's destroy: UCX's now
+            slots.release(slot);
+            op.request = 0;
+            return;
+        }
         if (op == null || (op.request != request && op.request != 0)) {
             Ucp.requestFree(request);
             return;
