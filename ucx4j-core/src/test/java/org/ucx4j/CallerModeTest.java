@@ -450,6 +450,53 @@ class CallerModeTest {
         });
     }
 
+    /** One message's step: the {@code i}th send or receive. */
+    interface Step {
+        void run(int i) throws Exception;
+    }
+
+    /**
+     * Bytes the calling thread (the worker's owner) allocates per message while {@code receive} takes {@code n}
+     * messages that {@code send} sends from a virtual thread: in the last of up to 10 passes of 300 (the first run
+     * before the JIT is done). Every 16 messages the receiver acknowledges, so its pace sets the sender's.
+     */
+    static long allocatedPerMessage(Endpoint client, Endpoint server, int n, Step send, Step receive)
+            throws Exception {
+        CompletableFuture<Long> sent = CompletableFuture.supplyAsync(() -> {
+            byte[] ack = new byte[1];
+            try {
+                for (int i = 0; i < n; i++) {
+                    send.run(i);
+                    if (i % 16 == 15) {
+                        server.recv(ack, 23, T);
+                    }
+                }
+            } catch (Exception e) {
+                throw new java.util.concurrent.CompletionException(e);
+            }
+            return (long) n;
+        }, java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor());
+        var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        try (Arena arena = Arena.ofShared()) {
+            MemorySegment ack = arena.allocate(1);
+            long perMessage = Long.MAX_VALUE;
+            int got = 0;
+            for (int pass = 0; pass < 10 && got < n; pass++) {
+                long before = threads.getCurrentThreadAllocatedBytes();
+                int k = 0;
+                for (; k < 300 && got < n; k++, got++) {
+                    receive.run(got);
+                    if (got % 16 == 15) {
+                        client.send(ack, 23, T);
+                    }
+                }
+                perMessage = (threads.getCurrentThreadAllocatedBytes() - before) / k;
+            }
+            assertEquals(n, sent.get(10, TimeUnit.SECONDS));
+            return perMessage;
+        }
+    }
+
     /**
      * A rendezvous active message costs its receiving worker's thread only the message the API hands back (the
      * message, its payload's segment and the {@link AmMessage}): the pull that fetches its payload reuses an
@@ -459,44 +506,20 @@ class CallerModeTest {
     void rendezvousActiveMessagesAllocateOnlyTheMessage() throws Exception {
         // rendezvous from 64 KiB on every UCX version (1.20 sends up to ~570 KiB eagerly over shared memory)
         withCallerClient(UcxOptions.defaults().with("RNDV_THRESH", "64k"), (a, client, server) -> {
-            int n = 3000, size = 128 * 1024;
-            CompletableFuture<Long> sent = CompletableFuture.supplyAsync(() -> {
-                try (Arena arena = Arena.ofConfined()) {
-                    MemorySegment out = arena.allocate(size).fill((byte) 0x3c), empty = arena.allocate(0);
-                    MemorySegment ack = arena.allocate(1);
-                    for (int i = 0; i < n; i++) {
-                        out.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, i);
-                        server.amSend(empty, out);
-                        if (i % 16 == 15) { // a bounded number in flight: the receiver's pace sets the sender's
-                            server.recv(ack, 23, T);
-                        }
-                    }
-                    return (long) n;
-                }
-            }, java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor());
-            var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+            int size = 128 * 1024;
             try (Arena arena = Arena.ofShared()) {
-                MemorySegment ack = arena.allocate(1);
-                long perMessage = Long.MAX_VALUE;
-                int got = 0;
-                for (int pass = 0; pass < 10 && got < n; pass++) { // the first passes run before the JIT is done
-                    long before = threads.getCurrentThreadAllocatedBytes();
-                    int k = 0;
-                    for (; k < 300 && got < n; k++, got++) {
-                        try (AmMessage m = client.amRecv(T)) {
-                            MemorySegment p = m.payload();
-                            assertEquals(size, p.byteSize());
-                            int index = got;
-                            assertEquals(index, p.get(java.lang.foreign.ValueLayout.JAVA_INT, 0), () -> "message " + index);
-                            assertEquals((byte) 0x3c, p.get(java.lang.foreign.ValueLayout.JAVA_BYTE, size - 1));
-                        }
-                        if (got % 16 == 15) {
-                            client.send(ack, 23, T);
-                        }
+                MemorySegment out = arena.allocate(size).fill((byte) 0x3c), empty = arena.allocate(0);
+                long perMessage = allocatedPerMessage(client, server, 3000, i -> {
+                    out.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, i);
+                    server.amSend(empty, out);
+                }, got -> {
+                    try (AmMessage m = client.amRecv(T)) {
+                        MemorySegment p = m.payload();
+                        assertEquals(size, p.byteSize());
+                        assertEquals(got, p.get(java.lang.foreign.ValueLayout.JAVA_INT, 0), () -> "message " + got);
+                        assertEquals((byte) 0x3c, p.get(java.lang.foreign.ValueLayout.JAVA_BYTE, size - 1));
                     }
-                    perMessage = (threads.getCurrentThreadAllocatedBytes() - before) / k;
-                }
-                assertEquals(n, sent.get(10, TimeUnit.SECONDS));
+                });
                 assertTrue(perMessage <= 200, perMessage + " bytes allocated per rendezvous active message received");
             }
         });
@@ -510,44 +533,21 @@ class CallerModeTest {
     @Test
     void eagerObjectsAllocateTheArrayAndAnEntry() throws Exception {
         withCallerClient((a, client, server) -> {
-            int n = 3000, size = 64;
-            CompletableFuture<Long> sent = CompletableFuture.supplyAsync(() -> {
-                byte[] out = new byte[size];
-                java.util.Arrays.fill(out, (byte) 0x3c);
-                byte[] ack = new byte[1];
-                for (int i = 0; i < n; i++) {
-                    out[0] = (byte) i;
-                    out[size - 1] = (byte) (i >> 8);
-                    server.sendObject(out);
-                    if (i % 16 == 15) { // a bounded number in flight: the receiver's pace sets the sender's
-                        server.recv(ack, 23, T);
-                    }
+            int size = 64;
+            byte[] out = new byte[size];
+            java.util.Arrays.fill(out, (byte) 0x3c);
+            long perMessage = allocatedPerMessage(client, server, 3000, i -> {
+                out[0] = (byte) i;
+                out[size - 1] = (byte) (i >> 8);
+                server.sendObject(out);
+            }, got -> {
+                byte[] o = client.recvObject(T);
+                assertEquals(size, o.length);
+                if (o[0] != (byte) got || o[size - 1] != (byte) (got >> 8) || o[size / 2] != 0x3c) {
+                    fail("object " + got + " arrived as " + java.util.Arrays.toString(o));
                 }
-                return (long) n;
-            }, java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor());
-            var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
-            try (Arena arena = Arena.ofShared()) {
-                MemorySegment ack = arena.allocate(1);
-                long perMessage = Long.MAX_VALUE;
-                int got = 0;
-                for (int pass = 0; pass < 10 && got < n; pass++) { // the first passes run before the JIT is done
-                    long before = threads.getCurrentThreadAllocatedBytes();
-                    int k = 0;
-                    for (; k < 300 && got < n; k++, got++) {
-                        byte[] o = client.recvObject(T);
-                        assertEquals(size, o.length);
-                        if (o[0] != (byte) got || o[size - 1] != (byte) (got >> 8) || o[size / 2] != 0x3c) {
-                            fail("object " + got + " arrived as " + java.util.Arrays.toString(o));
-                        }
-                        if (got % 16 == 15) {
-                            client.send(ack, 23, T);
-                        }
-                    }
-                    perMessage = (threads.getCurrentThreadAllocatedBytes() - before) / k;
-                }
-                assertEquals(n, sent.get(10, TimeUnit.SECONDS));
-                assertTrue(perMessage <= 16 + size + 64, perMessage + " bytes allocated per 64 B object received");
-            }
+            });
+            assertTrue(perMessage <= 16 + size + 64, perMessage + " bytes allocated per 64 B object received");
         });
     }
 
