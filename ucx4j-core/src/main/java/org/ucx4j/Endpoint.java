@@ -905,7 +905,7 @@ public final class Endpoint implements AutoCloseable {
      */
     public AmMessage amRecv() {
         checkNoHandler();
-        return new AmMessage(take(AmWire.PLAIN, -1, "active message receive"), this,
+        return new AmMessage((org.ucx4j.internal.engine.AmData) take(AmWire.PLAIN, -1, "active message receive"), this,
                 ucx.options().checkedMessages());
     }
 
@@ -918,7 +918,7 @@ public final class Endpoint implements AutoCloseable {
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkNoHandler();
-        return new AmMessage(take(AmWire.PLAIN, t, "active message receive"), this,
+        return new AmMessage((org.ucx4j.internal.engine.AmData) take(AmWire.PLAIN, t, "active message receive"), this,
                 ucx.options().checkedMessages());
     }
 
@@ -942,7 +942,8 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
-    private org.ucx4j.internal.engine.AmData take(byte kind, long timeoutNanos, String what) {
+    /** The next message of {@code kind}: see {@link org.ucx4j.internal.engine.Engine#amTakeBlocking}. */
+    private Object take(byte kind, long timeoutNanos, String what) {
         ucx.checkOpen();
         return engine.amTakeBlocking(core, kind, timeoutNanos, what);
     }
@@ -1001,7 +1002,7 @@ public final class Endpoint implements AutoCloseable {
      * @return the frames, in receiver-allocated memory that closing them gives back
      */
     public Frames recvFrames() {
-        return new Frames(take(AmWire.FRAMES, -1, "frames receive"), ucx.options().checkedMessages());
+        return new Frames((org.ucx4j.internal.engine.AmData) take(AmWire.FRAMES, -1, "frames receive"), ucx.options().checkedMessages());
     }
 
     /**
@@ -1012,7 +1013,7 @@ public final class Endpoint implements AutoCloseable {
      */
     public Frames recvFrames(Duration timeout) {
         long t = Buffers.nanos(timeout);
-        return new Frames(take(AmWire.FRAMES, t, "frames receive"), ucx.options().checkedMessages());
+        return new Frames((org.ucx4j.internal.engine.AmData) take(AmWire.FRAMES, t, "frames receive"), ucx.options().checkedMessages());
     }
 
     private Op framesOp(List<MemorySegment> frames, boolean blocking) {
@@ -1132,7 +1133,12 @@ public final class Endpoint implements AutoCloseable {
         return op;
     }
 
-    private static byte[] objectBytes(org.ucx4j.internal.engine.AmData d) {
+    /** An object a blocking receive took: the array it arrived in, or a copy of a message kept in memory. */
+    private static byte[] objectBytes(Object taken) {
+        if (taken instanceof byte[] object) {
+            return object;
+        }
+        org.ucx4j.internal.engine.AmData d = (org.ucx4j.internal.engine.AmData) taken;
         try {
             return d.objectBytes();
         } finally {

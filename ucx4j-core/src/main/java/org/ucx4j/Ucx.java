@@ -834,7 +834,7 @@ public final class Ucx implements AutoCloseable {
      */
     public AmMessage amRecv() {
         checkOpen();
-        return new AmMessage(engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, -1,
+        return new AmMessage((org.ucx4j.internal.engine.AmData) engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, -1,
                 "active message receive"), null, options.checkedMessages());
     }
 
@@ -847,7 +847,7 @@ public final class Ucx implements AutoCloseable {
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkOpen();
-        return new AmMessage(engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, t,
+        return new AmMessage((org.ucx4j.internal.engine.AmData) engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, t,
                 "active message receive"), null, options.checkedMessages());
     }
 

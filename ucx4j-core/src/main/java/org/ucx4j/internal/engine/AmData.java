@@ -7,8 +7,8 @@ import org.ucx4j.MemoryAllocator;
 
 /**
  * One received active message: the user header (copied), and the payload in memory the receiver's allocator gave,
- * or, for an object that arrived whole, in the array its receive hands back ({@link #object}). {@link #free} gives
- * the payload back once (any thread).
+ * or, for an object that arrived whole and is received through a future, in the array that receive hands back
+ * ({@link #object}). {@link #free} gives the payload back once (any thread).
  */
 public final class AmData implements Runnable {
     final byte kind;
@@ -41,7 +41,10 @@ public final class AmData implements Runnable {
         this.object = null;
     }
 
-    /** An object copied whole from UCX's buffer into {@code object}, the array its receive hands back. */
+    /**
+     * An object received whole into {@code object}, the array its receive hands back, for a receive that waits on a
+     * future (an inbox keeps such an object as the bare array).
+     */
     AmData(byte[] object, EndpointCore ep) {
         this.kind = AmWire.OBJECT;
         this.header = AmReceiver.NO_BYTES;

@@ -46,7 +46,7 @@ final class AmReceiver {
     /** Where eager payloads that UCX assembled are kept (see {@link HeldData}); null with a user's allocator. */
     final HeldData held;
     /** Active messages from raw peers (AM id {@link AmWire#ID_RAW}). */
-    final Inbox rawInbox = new Inbox();
+    final Inbox rawInbox = new Inbox(null);
 
     AmReceiver(Engine engine, Engine.Config cfg) {
         this.engine = engine;
@@ -118,7 +118,8 @@ final class AmReceiver {
             // block, no second copy, nothing else allocated
             byte[] object = new byte[(int) length];
             NativeAccess.copy(data, object, object.length);
-            deliverEager(ep, inbox, new AmData(object, ep));
+            received(ep, AmWire.OBJECT, length);
+            deliverInOrder(ep, inbox, object); // the inbox keeps the array itself
             return Status.OK;
         }
         // an object's header is its size, known from the payload
@@ -163,16 +164,21 @@ final class AmReceiver {
     }
 
     private void deliverEager(EndpointCore ep, Inbox inbox, AmData m) {
+        received(ep, m.kind, m.length());
+        deliverInOrder(ep, inbox, m);
+    }
+
+    /** An eager message arrived whole: its JFR event and its endpoint's statistics. */
+    private static void received(EndpointCore ep, byte kind, long length) {
         if (Jfr.AVAILABLE && Jfr.transfers) {
             Jfr.TransferEvent ev = Jfr.begin();
             if (ev != null) {
-                Jfr.end(ev, AmWire.receiveName(m.kind), m.length(), 0, ep, "OK");
+                Jfr.end(ev, AmWire.receiveName(kind), length, 0, ep, "OK");
             }
         }
         if (ep != null) {
-            ep.stats.received(m.length(), 0);
+            ep.stats.received(length, 0);
         }
-        deliverInOrder(ep, inbox, m);
     }
 
     /** A finished message or error: out now, or after the unfinished pulls that arrived before it (owner thread). */
@@ -255,6 +261,9 @@ final class AmReceiver {
             if (ep != null) {
                 engine.requests.receiveCompleted(ep);
             }
+        } else if (entry instanceof byte[]) { // an object, on its endpoint's object inbox (no handler takes those)
+            inbox.deliver(entry);
+            engine.requests.receiveCompleted(ep);
         } else if (ep != null && inbox == ep.inboxes[AmWire.PLAIN] && ep.amHandler != null) {
             // with a handler nobody receives from the inbox: the lost message is logged, not kept forever
             LOG.warn("ucx4j: {} lost an active message its handler will not see: {}", ep.peer, entry);

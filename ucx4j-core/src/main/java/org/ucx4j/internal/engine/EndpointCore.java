@@ -27,7 +27,7 @@ public final class EndpointCore {
     int peerConnId;
     final PeerStats stats = new PeerStats();
     /** Receiver-allocated messages by kind (plain active messages, frames, objects); owner thread. */
-    final Inbox[] inboxes = {new Inbox(), new Inbox(), new Inbox()};
+    final Inbox[] inboxes = {new Inbox(this), new Inbox(this), new Inbox(this)};
     /** Rendezvous active messages of this endpoint being pulled now (owner thread; see AmReceiver). */
     int pullsInFlight;
     /** The application closed this endpoint: messages nobody read are freed (owner thread). */

@@ -814,8 +814,11 @@ public final class Engine {
     /**
      * A blocking receive of the next message of {@code kind}. The owner thread (caller mode) takes it straight
      * from the inbox while it progresses the worker, with no future; any other thread waits on one.
+     *
+     * @return the message: an {@link AmData}, or, for an object that arrived whole, the {@code byte[]} it was
+     *     received into
      */
-    public AmData amTakeBlocking(EndpointCore ep, byte kind, long timeoutNanos, String what) {
+    public Object amTakeBlocking(EndpointCore ep, byte kind, long timeoutNanos, String what) {
         checkNotRaw(ep);
         long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
         if (Thread.currentThread() != owner) {
@@ -823,7 +826,7 @@ public final class Engine {
             // that (or if it cannot borrow) it waits on a future the owner completes
             if (ep == null ? borrowBy(deadline) && drainedOrGiveBack() : borrowFor(ep, deadline)) {
                 try {
-                    AmData m = takeDriving(ep, kind, timeoutNanos, deadline, what, true);
+                    Object m = takeDriving(ep, kind, timeoutNanos, deadline, what, true);
                     if (m != null) {
                         return m;
                     }
@@ -843,18 +846,18 @@ public final class Engine {
      * no future. A borrower ({@code borrowed}) gives up after {@link #borrowerIdleLimit} idle duty cycles (null), as
      * {@link #driveUntil} does.
      */
-    private AmData takeDriving(EndpointCore ep, byte kind, long timeoutNanos, long deadline, String what,
+    private Object takeDriving(EndpointCore ep, byte kind, long timeoutNanos, long deadline, String what,
             boolean borrowed) {
         Inbox in = amReceiver.inbox(ep, kind);
         idle = 0;
         int idleTurns = 0;
         for (int turns = 1; ; turns++) {
             Object entry = in.poll();
-            if (entry instanceof AmData m) {
-                return m;
+            if (entry instanceof UcxException e) {
+                throw e;
             }
             if (entry != null) {
-                throw (UcxException) entry;
+                return entry;
             }
             IllegalStateException handled = ep == null ? null : ep.handlerTakes(kind); // set while this waited
             if (handled != null) {

@@ -5,11 +5,14 @@ import org.ucx4j.UcxException;
 
 /**
  * Receiver-allocated messages of one kind on one endpoint (or on the worker, for raw peers) and the receives
- * waiting for them. Owner thread only. An entry is an {@link AmData} or the {@link UcxException} that replaced a
- * message that could not be taken (over a cap, allocation failed, transfer lost), so the receive that would have
- * got it fails instead of waiting forever.
+ * waiting for them. Owner thread only. An entry is an {@link AmData}, an object that arrived whole (the {@code byte[]}
+ * its receive hands back: nothing else is allocated for it), or the {@link UcxException} that replaced a message
+ * that could not be taken (over a cap, allocation failed, transfer lost), so the receive that would have got it
+ * fails instead of waiting forever.
  */
 final class Inbox {
+    /** Whose inbox this is; null for raw peers' messages (the worker's). */
+    private final EndpointCore ep;
     private final ArrayDeque<Object> ready = new ArrayDeque<>();
     private final ArrayDeque<SafeFuture<AmData>> waiters = new ArrayDeque<>();
     /**
@@ -18,6 +21,10 @@ final class Inbox {
      * finished message ({@link AmData}) or error ({@link UcxException}) that arrived after one.
      */
     final ArrayDeque<Object> inOrder = new ArrayDeque<>();
+
+    Inbox(EndpointCore ep) {
+        this.ep = ep;
+    }
 
     /** Hands {@code entry} to the oldest live waiter, or keeps it. */
     void deliver(Object entry) {
@@ -68,9 +75,12 @@ final class Inbox {
         }
     }
 
-    private static boolean offer(SafeFuture<AmData> f, Object entry) {
+    private boolean offer(SafeFuture<AmData> f, Object entry) {
         if (entry instanceof AmData m) {
             return f.complete(m);
+        }
+        if (entry instanceof byte[] object) {
+            return f.complete(new AmData(object, ep)); // a receive on a future: wrapped, as it returns
         }
         return f.completeExceptionally((UcxException) entry);
     }
