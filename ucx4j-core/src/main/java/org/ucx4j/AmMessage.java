@@ -66,7 +66,12 @@ public final class AmMessage implements AutoCloseable {
         return endpoint;
     }
 
-    /** Gives the payload memory back. Idempotent. */
+    /**
+     * Gives the payload memory back. Idempotent.
+     *
+     * @throws IllegalStateException with checked messages ({@link UcxOptions#withCheckedMessages}), if the memory is
+     *     in use by a native call or an I/O operation right now: it stays open, to be closed again once that ends
+     */
     @Override
     public void close() {
         ReceivedMemory.close(data, checked);

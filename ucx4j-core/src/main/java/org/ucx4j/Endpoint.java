@@ -503,7 +503,7 @@ public final class Endpoint implements AutoCloseable {
     public ProbedMessage probe(int tag, boolean remove) {
         ucx.checkOpen();
         long[] r = engine.tagProbe(core.recvTag(tag), -1L, remove);
-        return r == null ? null : new ProbedMessage(r[0], r[1] & 0xffffffffL, r[2], this);
+        return r == null ? null : new ProbedMessage(r[0], r[1] & 0xffffffffL, r[2], ucx, this);
     }
 
     /**
@@ -546,7 +546,7 @@ public final class Endpoint implements AutoCloseable {
         MemorySegment seg = Buffers.segment(buf, true);
         Objects.requireNonNull(message, "message");
         ucx.checkOpen();
-        Op op = engine.probedRecv(core, message.take(this, seg.byteSize()), message.tag(), message.length(),
+        Op op = engine.probedRecv(core, message.take(ucx, this, seg.byteSize()), message.tag(), message.length(),
                 seg.address(), seg.byteSize(), 0, null, blocking);
         op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         Ucx.keepAlive(op, seg);

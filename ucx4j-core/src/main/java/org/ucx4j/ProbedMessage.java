@@ -11,13 +11,16 @@ public final class ProbedMessage {
     private final long handle;
     private final long tag;
     private final long length;
+    /** The instance whose worker UCX's handle belongs to: only its receives may take it. */
+    private final Ucx ucx;
     private final Endpoint endpoint;
     private final AtomicBoolean taken = new AtomicBoolean();
 
-    ProbedMessage(long handle, long tag, long length, Endpoint endpoint) {
+    ProbedMessage(long handle, long tag, long length, Ucx ucx, Endpoint endpoint) {
         this.handle = handle;
         this.tag = tag;
         this.length = length;
+        this.ucx = ucx;
         this.endpoint = endpoint;
     }
 
@@ -39,12 +42,18 @@ public final class ProbedMessage {
     }
 
     /**
-     * Claims the handle for its one receive into {@code capacity} bytes; a buffer too small is refused before UCX
-     * consumes the message, which then stays to be received into a larger one.
+     * Claims the handle for its one receive into {@code capacity} bytes on {@code onUcx} ({@code on}: the endpoint,
+     * or null for the worker); a buffer too small is refused before UCX consumes the message, which then stays to be
+     * received into a larger one. UCX's handle is a descriptor of the prober's worker: another instance's receive
+     * would hand it to a worker that does not own it, so that is refused too.
      */
-    long take(Endpoint on, long capacity) {
+    long take(Ucx onUcx, Endpoint on, long capacity) {
         if (handle == 0) {
             throw new IllegalStateException("the message was only peeked at: receive it with a normal recv");
+        }
+        if (onUcx != ucx) {
+            throw new IllegalArgumentException("the message was probed on " + ucx + ", not on " + onUcx
+                    + ": only the instance that removed it can receive it");
         }
         if (on != endpoint) {
             throw new IllegalArgumentException("the message was probed on " + (endpoint == null ? "the worker"

@@ -24,15 +24,23 @@ final class ReceivedMemory {
         }
     }
 
-    /** Gives the memory back, through the arena when {@code checked} is not null. Idempotent. */
+    /**
+     * Gives the memory back, through the arena when {@code checked} is not null. Idempotent.
+     *
+     * @throws IllegalStateException if the payload is in use by a native call or an I/O operation right now (the
+     *     message stays open and can be closed again once that ends)
+     */
     static void close(AmData data, ReceivedMemory checked) {
         if (checked == null) {
             data.free();
         } else if (checked.scope.scope().isAlive()) {
             try {
                 checked.scope.close();
-            } catch (IllegalStateException alreadyClosed) {
-                // closed concurrently
+            } catch (IllegalStateException e) {
+                if (checked.scope.scope().isAlive()) { // not a close from another thread: the arena is in use
+                    throw new IllegalStateException("the message's payload is in use by a native call or an I/O "
+                            + "operation; it stays open: close it again once that ends", e);
+                }
             }
         }
     }

@@ -613,7 +613,7 @@ public final class Ucx implements AutoCloseable {
         checkOpen();
         Endpoint.workerTag(tag);
         long[] r = engine.tagProbe(tag, mask | EndpointCore.PRIVATE_BIT, remove);
-        return r == null ? null : new ProbedMessage(r[0], r[1], r[2], null);
+        return r == null ? null : new ProbedMessage(r[0], r[1], r[2], this, null);
     }
 
     /**
@@ -646,7 +646,7 @@ public final class Ucx implements AutoCloseable {
     private long recvProbed(ProbedMessage message, MemorySegment buf, long timeoutNanos) {
         MemorySegment seg = Buffers.segment(buf, true);
         checkOpen();
-        Op op = engine.probedRecv(null, message.take(null, seg.byteSize()), message.tag(), message.length(),
+        Op op = engine.probedRecv(null, message.take(this, null, seg.byteSize()), message.tag(), message.length(),
                 seg.address(), seg.byteSize(), 0, null, true);
         op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         keepAlive(op, seg);
@@ -665,7 +665,7 @@ public final class Ucx implements AutoCloseable {
     public CompletableFuture<Long> recvAsync(ProbedMessage message, MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, true);
         checkOpen();
-        Op op = engine.probedRecv(null, message.take(null, seg.byteSize()), message.tag(), message.length(),
+        Op op = engine.probedRecv(null, message.take(this, null, seg.byteSize()), message.tag(), message.length(),
                 seg.address(), seg.byteSize(), 0, null, false);
         op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try
         keepAlive(op, seg);

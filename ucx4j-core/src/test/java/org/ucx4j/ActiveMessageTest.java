@@ -39,7 +39,10 @@ class ActiveMessageTest {
         /** Allocations of exactly this many bytes fail (-1: none). */
         volatile long failSize = -1;
 
-        /** "heap" or "read-only": what a broken allocator hands out instead of writable native memory. */
+        /**
+         * "heap", "read-only" or "closed" (a segment of an arena already closed): what a broken allocator hands out
+         * instead of writable native memory.
+         */
         volatile String broken;
 
         @Override
@@ -52,6 +55,11 @@ class ActiveMessageTest {
             if ("heap".equals(broken)) {
                 return MemorySegment.ofArray(new byte[(int) bytes]);
             }
+            if ("closed".equals(broken)) {
+                try (Arena gone = Arena.ofShared()) {
+                    return gone.allocate(bytes);
+                }
+            }
             MemorySegment s = MemoryAllocator.malloc().allocate(bytes);
             return "read-only".equals(broken) ? s.asReadOnly() : s;
         }
@@ -59,7 +67,7 @@ class ActiveMessageTest {
         @Override
         public void free(MemorySegment segment) {
             outstanding.decrementAndGet();
-            if (segment.isNative()) {
+            if (segment.isNative() && segment.scope().isAlive()) {
                 MemoryAllocator.malloc().free(segment);
             }
         }
@@ -439,6 +447,53 @@ class ActiveMessageTest {
         });
     }
 
+    /**
+     * A checked message whose payload an I/O operation is using right now (a blocking write into a pipe nobody
+     * reads yet) refuses to close, and stays open, instead of returning as if closed and keeping its memory until
+     * the {@code Ucx} closes; closed again once the write ends, its memory goes back.
+     */
+    @Test
+    void aCheckedMessageInUseByAnIoOperationRefusesToCloseAndStaysOpen() throws Exception {
+        pair(UcxOptions.defaults().withCheckedMessages(true), (client, server, alloc) -> {
+            int size = 256 << 10; // more than a pipe holds: the write blocks until the other end reads
+            try (Arena arena = Arena.ofShared()) {
+                client.amSend(MemorySegment.ofArray(header(size)), Data.pattern(arena, size, 5), T);
+            }
+            AmMessage m = server.amRecv(T);
+            java.nio.channels.Pipe pipe = java.nio.channels.Pipe.open();
+            try (var sink = pipe.sink(); var source = pipe.source()) {
+                java.nio.ByteBuffer view = m.payload().asByteBuffer();
+                CompletableFuture<Integer> write = CompletableFuture.supplyAsync(() -> {
+                    try {
+                        int n = 0;
+                        while (view.hasRemaining()) {
+                            n += sink.write(view);
+                        }
+                        return n;
+                    } catch (java.io.IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
+                });
+                java.nio.ByteBuffer got = java.nio.ByteBuffer.allocateDirect(size);
+                while (got.position() == 0) { // one byte: the write is under way, and blocks for the rest
+                    source.read(got.limit(1));
+                }
+                got.limit(size);
+                IllegalStateException inUse = assertThrows(IllegalStateException.class, m::close);
+                assertTrue(inUse.getMessage().contains("in use"), inUse.getMessage());
+                assertEquals(1, alloc.outstanding.get(), "the message stays open while the write uses it");
+                while (got.hasRemaining()) {
+                    source.read(got);
+                }
+                assertEquals(size, write.get(10, TimeUnit.SECONDS));
+                Data.verify(MemorySegment.ofBuffer(got.flip()), size, 5);
+                m.close();
+                assertEquals(0, alloc.outstanding.get(), "closed once the write ended");
+                assertThrows(IllegalStateException.class, () -> m.payload().get(ValueLayout.JAVA_BYTE, 0));
+            }
+        });
+    }
+
     @Test
     void activeMessageReceiveTimesOutAndCancelsCleanly() throws Exception {
         pair(UcxOptions.defaults(), (client, server, alloc) -> {
@@ -482,6 +537,20 @@ class ActiveMessageTest {
             assertArrayEquals(new byte[] {3, 3, 3}, server.recvObject(T));
             Data.eventually(() -> alloc.outstanding.get() == 0);
         });
+    }
+
+    /**
+     * A header too large for an eager send and no payload goes by rendezvous with nothing to pull. UCX cannot pull 0
+     * bytes: asked to, it answers the sender but never gives the announcement's receive buffer back, so a receiver
+     * lost one shared-memory receive buffer per such message, and with their number capped ({@code
+     * UCX_POSIX_RX_MAX_BUFS}) it stopped receiving after a few hundred. Taken as an eager message is, 3000 arrive.
+     */
+    @Test
+    void headerOnlyRendezvousMessagesGiveUcxsReceiveBuffersBack() throws Exception {
+        try (Peer p = Peer.start(Map.of("UCX_POSIX_RX_MAX_BUFS", "256", "UCX_SYSV_RX_MAX_BUFS", "256"), List.of(),
+                "header-only-rendezvous", "3000")) {
+            assertEquals("3000", p.await("DONE ").trim());
+        }
     }
 
     /**
@@ -682,12 +751,13 @@ class ActiveMessageTest {
     }
 
     /**
-     * An allocator that hands out memory UCX cannot write (a heap segment, whose address is no pointer, or a
-     * read-only one) gets its segment back, and the message is dropped with a clear error instead of UCX writing
-     * there (a crash) or the copy failing inside UCX's callback (a receive that never ends).
+     * An allocator that hands out memory UCX cannot write (a heap segment, whose address is no pointer, a read-only
+     * one, or one of an arena already closed, whose memory is freed) gets its segment back, and the message is
+     * dropped with a clear error instead of UCX writing there (a crash) or the copy failing inside UCX's callback (a
+     * receive that never ends).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"heap", "read-only"})
+    @ValueSource(strings = {"heap", "read-only", "closed"})
     void anAllocatorHandingOutUnwritableMemoryDropsTheMessageClearly(String broken) throws Exception {
         pair(UcxOptions.defaults(), (client, server, alloc) -> {
             try (Arena arena = Arena.ofShared()) {

@@ -4,6 +4,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
 
 /** The other process in cross-process tests. Prints "PORT n" / "READY" lines on stdout for the test to read. */
 public final class PeerMain {
@@ -35,6 +36,7 @@ public final class PeerMain {
                 System.out.println("END");
             }
             case "close-wake-race" -> closeWakeRace(opts);
+            case "header-only-rendezvous" -> headerOnlyRendezvous(opts, Integer.parseInt(args[1]));
             case "environment-defaults" -> { // [OPTION VALUE]: the defaults in effect once open, then an echo
                 UcxOptions o = args.length > 2 ? opts.with(args[1], args[2]) : opts;
                 try (Ucx ucx = Ucx.open(o); Listener l = ucx.listen(0, PeerMain::echo);
@@ -315,6 +317,37 @@ public final class PeerMain {
             }
         } catch (UcxException e) {
             // peer went away: done
+        }
+    }
+
+    /**
+     * {@code n} active messages with a 2 KiB header and no payload, sent by rendezvous ({@code RNDV_THRESH} 1 KiB),
+     * between two instances in this process; each received and checked. Prints "RECEIVED i" every 500 and "DONE n".
+     */
+    private static void headerOnlyRendezvous(UcxOptions opts, int n) throws Exception {
+        CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+        try (Ucx rx = Ucx.open(opts); Ucx tx = Ucx.open(opts.with("RNDV_THRESH", "1k"));
+                Listener l = rx.listen(0, accepted::complete);
+                Endpoint client = tx.connect("127.0.0.1", l.port())) {
+            Endpoint server = accepted.get(10, java.util.concurrent.TimeUnit.SECONDS);
+            byte[] header = new byte[2048];
+            for (int i = 0; i < n; i++) {
+                header[0] = (byte) i;
+                header[2047] = (byte) (i >> 8);
+                client.amSend(header, new byte[0], Duration.ofSeconds(10));
+                try (AmMessage m = server.amRecv(Duration.ofSeconds(10))) {
+                    byte[] got = m.headerBytes();
+                    if (got.length != 2048 || got[0] != (byte) i || got[2047] != (byte) (i >> 8)
+                            || m.payloadLength() != 0) {
+                        throw new AssertionError("message " + i + ": " + got.length + " B header, "
+                                + m.payloadLength() + " B payload");
+                    }
+                }
+                if (i % 500 == 0) {
+                    System.out.println("RECEIVED " + i);
+                }
+            }
+            System.out.println("DONE " + n);
         }
     }
 }

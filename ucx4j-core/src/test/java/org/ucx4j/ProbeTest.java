@@ -40,6 +40,11 @@ class ProbeTest {
                     ProbedMessage taken = b.probe(0x55, -1L, true);
                     assertTrue(taken.isRemoved());
                     assertNull(b.probe(0x55, -1L, false), "a removed message is no longer queued");
+                    // UCX's handle belongs to b's worker: another instance may not receive it (it would hand b's
+                    // descriptor to a's worker), and the refusal leaves it to b
+                    MemorySegment elsewhere = arena.allocate(Math.max(1, taken.length()));
+                    assertThrows(IllegalArgumentException.class, () -> a.recv(taken, elsewhere));
+                    assertThrows(IllegalArgumentException.class, () -> a.recvAsync(taken, elsewhere));
                     // allocate exactly what the probe reported, then receive that very message
                     MemorySegment buf = arena.allocate(Math.max(1, taken.length())).asSlice(0, taken.length());
                     assertEquals(size, b.recvAsync(taken, buf).get(10, TimeUnit.SECONDS));

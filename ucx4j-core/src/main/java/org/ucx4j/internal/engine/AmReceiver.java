@@ -113,10 +113,22 @@ final class AmReceiver {
             LOG.debug("ucx4j: dropped a rendezvous message announced on {} after it went away", ep.peer);
             return Status.ERR_CANCELED;
         }
+        if (rndv && length == 0) {
+            // a header too large for an eager send, with nothing to pull: UCX cannot pull 0 bytes (it would answer
+            // the sender and keep the announcement forever), so it is taken as an eager message is, and UCX answers
+            // the sender and frees the announcement when this returns OK
+            rndv = false;
+        }
         if (kind == AmWire.OBJECT && !rndv) {
             // straight into the array the receive hands back (the header, its size, was checked above): no receive
             // block, no second copy, nothing else allocated
-            byte[] object = new byte[(int) length];
+            byte[] object;
+            try {
+                object = new byte[(int) length];
+            } catch (OutOfMemoryError e) {
+                deliverInOrder(ep, inbox, noMemory(ep, kind, NO_BYTES, length, e));
+                return Status.OK;
+            }
             NativeAccess.copy(data, object, object.length);
             received(ep, AmWire.OBJECT, length);
             deliverInOrder(ep, inbox, object); // the inbox keeps the array itself
@@ -127,25 +139,35 @@ final class AmReceiver {
                 : NativeAccess.toArray(user, (int) userLength);
         if (rndv) {
             // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
-            Op op = pullOp();
-            op.kind = Op.AM_DATA;
-            op.what = AmWire.receiveName(kind);
-            op.ep = ep;
-            op.inbox = inbox;
-            op.address = data;
-            op.length = length;
-            op.amId = kind;
-            op.keepAlive = userHeader;
-            heldPulls.add(op);
-            if (ep != null) { // what arrives after it on this endpoint waits for it (raw peers: as UCX delivers)
-                inbox.inOrder.add(op);
+            Op op = null;
+            try {
+                op = pullOp();
+                op.kind = Op.AM_DATA;
+                op.what = AmWire.receiveName(kind);
+                op.ep = ep;
+                op.inbox = inbox;
+                op.address = data;
+                op.length = length;
+                op.amId = kind;
+                op.keepAlive = userHeader;
+                heldPulls.add(op);
+                if (ep != null) { // what arrives after it on this endpoint waits for it (raw peers: as UCX delivers)
+                    inbox.inOrder.add(op);
+                }
+                schedulePulls(op);
+            } catch (Throwable t) { // (no memory) nothing may keep UCX's announcement, which it frees on an error
+                if (op != null) {
+                    heldPulls.removeLastOccurrence(op);
+                    inbox.inOrder.removeLastOccurrence(op);
+                }
+                LOG.error("ucx4j: could not hold a message of {} bytes from {}", length, ep, t);
+                return Status.ERR_NO_MEMORY; // the sender's send fails with it
             }
-            schedulePulls(op);
             return Status.INPROGRESS;
         }
         // a message UCX assembled from fragments is kept in UCX's buffer (released when the message is closed)
         boolean keep = held != null && (attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0 && HeldData.keepable(data, length);
-        AmData m = keep ? new AmData(kind, userHeader, held.keep(data, length), length, held, ep)
+        AmData m = keep ? new AmData(kind, userHeader, held.view(data, length), length, held, ep)
                 : take(ep, inbox, kind, userHeader, length, null);
         if (m == null) {
             return Status.OK;
@@ -155,6 +177,7 @@ final class AmReceiver {
             deliverEager(ep, inbox, m);
             return Status.OK;
         }
+        held.keep(data); // last: from here it is released once, by the message or at close, and UCX must keep it
         try {
             deliverEager(ep, inbox, m);
         } catch (Throwable t) { // UCX must not free a buffer that may be handed out already: it goes back on close
@@ -281,7 +304,8 @@ final class AmReceiver {
         try {
             payload = allocator.allocate(length);
             String bad = payload == null ? "null" : payload.byteSize() < length ? payload.byteSize() + " bytes"
-                    : !payload.isNative() ? "a heap segment" : payload.isReadOnly() ? "a read-only segment" : null;
+                    : !payload.isNative() ? "a heap segment" : payload.isReadOnly() ? "a read-only segment"
+                    : !payload.scope().isAlive() ? "a segment of a closed arena" : null;
             if (bad != null) { // UCX writes to the address: only writable native memory will do
                 if (payload != null) {
                     giveBackQuietly(payload);
@@ -290,10 +314,7 @@ final class AmReceiver {
                         + " bytes (it must return writable native memory of at least that size)");
             }
         } catch (Throwable t) {
-            LOG.warn("ucx4j: could not allocate {} bytes for a message from {}: {}", length, ep, t.toString());
-            UcxException e = new org.ucx4j.MessageDroppedException("message of " + length
-                    + " bytes dropped: allocation failed: " + t + " (" + Status.name(Status.ERR_NO_MEMORY) + ")",
-                    Status.ERR_NO_MEMORY, kind == AmWire.PLAIN ? userHeader : NO_BYTES, t);
+            UcxException e = noMemory(ep, kind, userHeader, length, t);
             if (pull != null) {
                 pull.finish(0, 0, e);
             } else {
@@ -302,6 +323,14 @@ final class AmReceiver {
             return null;
         }
         return new AmData(kind, userHeader, payload, length, allocator, ep);
+    }
+
+    /** What a receive gets in place of a message of {@code length} bytes that no memory could be had for. */
+    private static UcxException noMemory(EndpointCore ep, byte kind, byte[] userHeader, long length, Throwable t) {
+        LOG.warn("ucx4j: could not allocate {} bytes for a message from {}: {}", length, ep, t.toString());
+        return new org.ucx4j.MessageDroppedException("message of " + length + " bytes dropped: allocation failed: "
+                + t + " (" + Status.name(Status.ERR_NO_MEMORY) + ")", Status.ERR_NO_MEMORY,
+                kind == AmWire.PLAIN ? userHeader : NO_BYTES, t);
     }
 
     /** Returns a segment the allocator got wrong to it, as far as it takes it back. */
@@ -404,16 +433,16 @@ final class AmReceiver {
         boolean idle = fresh.ep != null && fresh.ep.pullsInFlight == 0;
         idleEndpointMayWait |= idle;
         if (next != null && !pullsScheduled && (canPull(next) || idle)) {
-            pullsScheduled = true;
             engine.deferred.add(startPulls);
+            pullsScheduled = true; // after the add: a failed one leaves the next arrival to schedule
         }
     }
 
     /** A pull ended or stopped counting: the budget, or its endpoint's turn, may let held messages start. */
     private void schedulePulls() {
         if (!heldPulls.isEmpty() && !pullsScheduled) {
-            pullsScheduled = true;
             engine.deferred.add(startPulls);
+            pullsScheduled = true;
         }
     }
 

@@ -58,10 +58,17 @@ final class HeldData implements MemoryAllocator {
         return length >= MIN && (data & 15) == 0;
     }
 
-    /** Keeps UCX's {@code data} (owner thread, in UCX's callback, which then returns INPROGRESS): the payload over it. */
-    MemorySegment keep(long data, long length) {
-        out.add(data);
+    /** The payload over UCX's {@code data}, to be kept ({@link #keep}). */
+    MemorySegment view(long data, long length) {
         return NativeAccess.view(data, length, views);
+    }
+
+    /**
+     * Keeps UCX's {@code data} (owner thread, in UCX's callback, which then returns INPROGRESS): the last step of
+     * taking it, so nothing that fails before leaves an address here that UCX frees.
+     */
+    void keep(long data) {
+        out.add(data);
     }
 
     /** Gives one payload back to UCX and forgets it (owner thread, outside UCX's progress call). */
