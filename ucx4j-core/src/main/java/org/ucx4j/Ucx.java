@@ -60,7 +60,7 @@ public final class Ucx implements AutoCloseable {
         String name = options.name() + "-" + COUNTER.incrementAndGet();
         Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
         this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
-                options.environmentWins(), executor, options.secret(), options.connectTimeout().toNanos(),
+                options.environmentWins(), executor, options.secret(), Buffers.nanos(options.connectTimeout()),
                 hostAllocator(options), options.maxFrames(), options.maxMessageBytes(), options.pullBudget(),
                 options.peerErrorHandling(), (int) options.livenessTimeout().toSeconds(),
                 // checked messages rebind payloads to arenas of their own, which UCX's buffers must not outlive
@@ -339,15 +339,28 @@ public final class Ucx implements AutoCloseable {
         try {
             return awaitFuture(f, t);
         } catch (TimeoutException e) {
-            f.cancel(false);
+            if (!f.cancel(false)) {
+                return outcome(f); // connected (or failed) just as the wait ended: the endpoint is the caller's
+            }
             throw new UcxTimeoutException("connect to " + host + ":" + port + " timed out after "
                     + timeout.toMillis() + " ms (" + Status.name(Status.ERR_TIMED_OUT) + ")", Status.ERR_TIMED_OUT);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            f.cancel(false);
+            if (!f.cancel(false)) {
+                return outcome(f); // (the interrupt stays set)
+            }
             throw new CanceledException("connect to " + host + ":" + port + " interrupted ("
                     + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED);
         } catch (ExecutionException e) {
+            throw rethrow(e.getCause());
+        }
+    }
+
+    /** The result of a completed future, or its failure thrown as {@link #rethrow} does. */
+    private static <T> T outcome(CompletableFuture<T> f) {
+        try {
+            return f.join();
+        } catch (java.util.concurrent.CompletionException e) {
             throw rethrow(e.getCause());
         }
     }
@@ -361,7 +374,7 @@ public final class Ucx implements AutoCloseable {
      *     options' connect timeout
      */
     public CompletableFuture<Endpoint> connectAsync(String host, int port) {
-        return connectAsync(host, port, options.connectTimeout().toNanos());
+        return connectAsync(host, port, Buffers.nanos(options.connectTimeout()));
     }
 
     private CompletableFuture<Endpoint> connectAsync(String host, int port, long timeoutNanos) {
@@ -994,7 +1007,8 @@ public final class Ucx implements AutoCloseable {
                     .map(ep -> Thread.ofVirtual().start(() -> ep.close()))
                     .toList();
             // in parallel: one bound for all of them, not one each
-            long deadline = System.nanoTime() + options.closeTimeout().plusSeconds(2).toNanos();
+            // (saturated: a FOREVER close timeout must not overflow here and leave the worker running)
+            long deadline = System.nanoTime() + Buffers.nanos(options.closeTimeout()) + TimeUnit.SECONDS.toNanos(2);
             for (Thread t : closers) {
                 try {
                     long left = deadline - System.nanoTime();

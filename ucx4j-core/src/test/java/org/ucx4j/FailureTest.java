@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -353,6 +354,47 @@ class FailureTest {
                 assertTrue(second.isClosed());
             }
         });
+    }
+
+    /**
+     * A close after an abort (a try-with-resources close of an endpoint aborted inside it) says no goodbye: its peer
+     * hears that it went away, not that it closed gracefully (the close's flush of the aborted endpoint counted as
+     * done, and its goodbye went out).
+     */
+    @Test
+    void aCloseAfterAnAbortSaysNoGoodbye() throws Exception {
+        for (int round = 0; round < 5; round++) {
+            pair((a, b, client, server) -> {
+                CompletableFuture<Long> pending = server.recvAsync(new byte[8], 9);
+                client.abort();
+                client.close();
+                ExecutionException e = assertThrows(ExecutionException.class, () -> pending.get(10, TimeUnit.SECONDS));
+                assertInstanceOf(ConnectionResetException.class, e.getCause());
+                assertTrue(e.getCause().getMessage().contains("went away"), e.getCause().getMessage());
+            });
+        }
+    }
+
+    /**
+     * FOREVER as an instance's connect and close timeouts: it opens (the connect timeout overflowed a conversion to
+     * nanoseconds), connects, and its close ends every endpoint and the progress thread (the close's bound
+     * overflowed after the instance counted as closed, leaving the worker and its thread running).
+     */
+    @Test
+    void foreverConnectAndCloseTimeoutsOpenConnectAndClose() throws Exception {
+        Duration forever = java.time.temporal.ChronoUnit.FOREVER.getDuration();
+        try (Ucx b = Ucx.open()) {
+            Ucx a = Ucx.open(UcxOptions.defaults().withName("forever").withConnectTimeout(forever)
+                    .withCloseTimeout(forever));
+            try (Listener l = b.listen(0, ep -> { })) {
+                Endpoint ep = a.connect("127.0.0.1", l.port());
+                assertTrue(ep.isAlive());
+                a.close();
+                assertTrue(ep.isClosed());
+            }
+            Data.eventually(() -> Thread.getAllStackTraces().keySet().stream()
+                    .noneMatch(t -> t.getName().startsWith("ucx4j-progress-forever")));
+        }
     }
 
     /**

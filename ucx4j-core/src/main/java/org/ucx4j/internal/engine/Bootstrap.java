@@ -260,7 +260,7 @@ public final class Bootstrap {
 
     private static UnreachableException refusedBy(EndpointCore c, String why) {
         return new UnreachableException("connection to " + c.peer + " failed: the peer could not create its endpoint: "
-                + why, Status.ERR_UNREACHABLE);
+                + why + " (" + Status.name(Status.ERR_UNREACHABLE) + ")", Status.ERR_UNREACHABLE);
     }
 
     /** Waits for the owner thread's part of connecting. */

@@ -247,9 +247,14 @@ final class Handshake {
         }
     }
 
+    /** A failed handshake, typed as {@link UcxException#of} types its status (a rejection is unreachable). */
     private static UcxException fail(String peer, String why, int status) {
-        return new UcxException("handshake with " + peer + " failed: " + why + " (" + Status.name(status) + ")",
-                status);
+        String message = "handshake with " + peer + " failed: " + why + " (" + Status.name(status) + ")";
+        return switch (status) {
+            case Status.ERR_REJECTED, Status.ERR_UNREACHABLE, Status.ERR_INVALID_ADDR ->
+                    new org.ucx4j.UnreachableException(message, status);
+            default -> new UcxException(message, status);
+        };
     }
 
     /** True if {@code host} (as a peer's handshake names it) is this machine. */

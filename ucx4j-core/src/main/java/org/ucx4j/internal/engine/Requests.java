@@ -271,7 +271,9 @@ final class Requests {
             }
             case Op.FLUSH -> {
                 if (op.ep.state != EndpointCore.CLOSING || op.ep.handle == 0) {
-                    op.finish(0, 0, null);
+                    // nothing to flush; an endpoint aborted or failed before its close fails the flush, so the
+                    // close says no goodbye (its peer must not take a cut connection for a graceful close)
+                    op.finish(0, 0, op.ep.state == EndpointCore.CLOSING ? null : op.ep.unusable("close"));
                     return;
                 }
                 int slot = withSendCallback(op);
