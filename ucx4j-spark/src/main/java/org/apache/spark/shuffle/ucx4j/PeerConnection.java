@@ -270,17 +270,22 @@ final class PeerConnection {
         if (now - lastTraffic <= timeoutNanos) {
             return;
         }
-        boolean stalled = false;
+        java.util.List<Long> stalled = new java.util.ArrayList<>();
         for (Map.Entry<Long, Pending> e : pending.entrySet()) {
             if (now - e.getValue().lastActivity > timeoutNanos) {
-                stalled = true;
-                fail(e.getKey(), new IOException("ucx4j shuffle: no data from " + describe() + " for "
-                        + Duration.ofNanos(timeoutNanos).toSeconds() + " s (spark.network.timeout)"));
+                stalled.add(e.getKey());
             }
         }
-        if (stalled) {
-            retire();
+        if (stalled.isEmpty()) {
+            return;
         }
+        // retired before the failures go out: a retry made from a failure callback must not land here again
+        retire();
+        for (long requestId : stalled) {
+            fail(requestId, new IOException("ucx4j shuffle: no data from " + describe() + " for "
+                    + Duration.ofNanos(timeoutNanos).toSeconds() + " s (spark.network.timeout)"));
+        }
+        closeIfRetiredAndIdle();
     }
 
     /** Fails every block of the request that has not been delivered yet. */

@@ -26,6 +26,11 @@ final class UcxShuffleConf {
     static final String RECEIVE_CACHE = PREFIX + "receiveCache";
     static final String SERVER_BYTES_IN_FLIGHT = PREFIX + "serverBytesInFlight";
     static final String UCX_PREFIX = PREFIX + "ucx.";
+    /** Every setting under {@link #PREFIX} but UCX's own: any other key there is a typo, refused at start. */
+    static final List<String> KEYS = List.of(FALLBACK, PORT, BIND_ADDRESS, CONNECT_TIMEOUT, LIVENESS_TIMEOUT,
+            PROGRESS_MODE, PART_SIZE, PARTS_IN_FLIGHT, PULL_BUDGET, RECEIVE_CACHE, SERVER_BYTES_IN_FLIGHT);
+    /** The largest part of a to-disk block: a part is one message, received as one {@code ByteBuffer}. */
+    static final long MAX_PART_SIZE = 1L << 30;
 
     private final SparkConf conf;
 
@@ -102,9 +107,13 @@ final class UcxShuffleConf {
         return conf.getSizeAsBytes(RECEIVE_CACHE, "64m");
     }
 
-    /** A request that sees no data for this long fails (Spark's own idle timeout for shuffle connections). */
+    /**
+     * A request that sees no data for this long fails: Spark's own idle timeout for shuffle connections,
+     * {@code spark.shuffle.io.connectionTimeout}, which defaults to {@code spark.network.timeout} (120 s).
+     */
     Duration networkTimeout() {
-        return Duration.ofSeconds(conf.getTimeAsSeconds("spark.network.timeout", "120s"));
+        return Duration.ofSeconds(conf.getTimeAsSeconds("spark.shuffle.io.connectionTimeout",
+                conf.get("spark.network.timeout", "120s")));
     }
 
     /**
@@ -139,13 +148,20 @@ final class UcxShuffleConf {
      * @throws IllegalArgumentException naming the first bad key, its value and what it takes
      */
     void validate() {
+        for (Tuple2<String, String> kv : conf.getAllWithPrefix(PREFIX)) {
+            String key = PREFIX + kv._1();
+            if (!key.startsWith(UCX_PREFIX) && !KEYS.contains(key)) {
+                throw new IllegalArgumentException("ucx4j shuffle: unknown setting " + key + " (known: " + KEYS
+                        + ", and UCX's own under " + UCX_PREFIX + "*)");
+            }
+        }
         check(FALLBACK, this::fallback);
         check(PORT, () -> range(port(), 0, 65535));
         check(BIND_ADDRESS, () -> hostForm(bindAddress()));
         check(CONNECT_TIMEOUT, () -> positive(connectTimeout().toMillis()));
         check(LIVENESS_TIMEOUT, () -> UcxOptions.defaults().withLivenessTimeout(livenessTimeout()));
         check(PROGRESS_MODE, this::progressMode);
-        check(PART_SIZE, () -> positive(partSize()));
+        check(PART_SIZE, () -> range(partSize(), 1, MAX_PART_SIZE));
         check(PARTS_IN_FLIGHT, () -> positive(partsInFlight()));
         check(PULL_BUDGET, () -> positive(pullBudget()));
         check(SERVER_BYTES_IN_FLIGHT, () -> positive(serverBytesInFlight()));

@@ -2,6 +2,7 @@ package org.apache.spark.shuffle.ucx4j;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.foreign.MemorySegment;
@@ -177,9 +178,26 @@ class PeerConnectionTest {
                 PeerConnection c = link.connection();
                 Endpoint serverSide = link.serverSide();
                 CompletableFuture<Throwable> failed = new CompletableFuture<>();
-                assertTrue(c.fetch(11, new String[] {"z"}, firstOutcome(failed), null));
+                CompletableFuture<Boolean> retriedHere = new CompletableFuture<>();
+                BlockFetchingListener retrying = new BlockFetchingListener() {
+                    @Override
+                    public void onBlockFetchSuccess(String blockId, ManagedBuffer data) {
+                        failed.complete(null);
+                    }
+
+                    @Override
+                    public void onBlockFetchFailure(String blockId, Throwable e) {
+                        // a retry made at once from the failure callback (retryWait 0) asks the same connection
+                        retriedHere.complete(c.fetch(13, new String[] {"z"}, firstOutcome(new CompletableFuture<>()),
+                                null));
+                        failed.complete(e);
+                    }
+                };
+                assertTrue(c.fetch(11, new String[] {"z"}, retrying, null));
                 serverSide.amRecv(Duration.ofSeconds(10)).close(); // the request, never answered
                 Throwable e = failed.get(20, TimeUnit.SECONDS);
+                assertFalse(retriedHere.get(), "a retry from the failure callback is refused: the connection is "
+                        + "retired before its requests fail");
                 assertTrue(e instanceof java.io.IOException && e.getMessage().contains("spark.network.timeout"),
                         String.valueOf(e));
                 assertEquals(c, unusable.get(10, TimeUnit.SECONDS), "the client was told to forget it");

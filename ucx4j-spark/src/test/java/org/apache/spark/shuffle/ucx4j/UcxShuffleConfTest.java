@@ -17,6 +17,17 @@ class UcxShuffleConfTest {
         assertEquals(100L << 20, new UcxShuffleConf(conf).ucxOptions().pullBudget());
     }
 
+    /** A request's idle timeout is Spark's for shuffle connections, as Netty's client takes it. */
+    @Test
+    void theIdleTimeoutIsTheShuffleConnectionTimeoutThenTheNetworkTimeout() {
+        SparkConf conf = new SparkConf(false);
+        assertEquals(java.time.Duration.ofSeconds(120), new UcxShuffleConf(conf).networkTimeout());
+        conf.set("spark.network.timeout", "300s");
+        assertEquals(java.time.Duration.ofSeconds(300), new UcxShuffleConf(conf).networkTimeout());
+        conf.set("spark.shuffle.io.connectionTimeout", "10min");
+        assertEquals(java.time.Duration.ofSeconds(600), new UcxShuffleConf(conf).networkTimeout());
+    }
+
     @Test
     void aServerSendsEachReducerTwiceThePullBudgetAtOnceUnlessSet() {
         SparkConf conf = new SparkConf(false);

@@ -93,7 +93,8 @@ class UcxShuffleRefusalTest {
             {UcxShuffleConf.PORT, "-1", "0 to 65535 expected"},
             {UcxShuffleConf.PARTS_IN_FLIGHT, "0", "at least 1 expected"},
             {UcxShuffleConf.PARTS_IN_FLIGHT, "four", "four"},
-            {UcxShuffleConf.PART_SIZE, "0", "at least 1 expected"},
+            {UcxShuffleConf.PART_SIZE, "0", "1 to 1073741824 expected"},
+            {UcxShuffleConf.PART_SIZE, "2g", "1 to 1073741824 expected"}, // one part is one ByteBuffer
             {UcxShuffleConf.RECEIVE_CACHE, "-1", "Size must be specified"},
             {UcxShuffleConf.PROGRESS_MODE, "caller", "backoff, blocking or polling expected"},
             {UcxShuffleConf.PROGRESS_MODE, "fast", "backoff, blocking or polling expected"},
@@ -112,6 +113,13 @@ class UcxShuffleRefusalTest {
             assertTrue(e.getMessage().contains(b[0] + "=" + b[1]), e.getMessage());
             assertTrue(e.getMessage().contains(b[2]), e.getMessage());
         }
+        // a key that is not one of the plug-in's (a typo) is refused too, naming it
+        SparkConf typo = new SparkConf(false).set(UcxShuffleConf.FALLBACK, "true")
+                .set("spark.ucx4j.serverBytesInflight", "1m");
+        IllegalArgumentException unknown = assertThrows(IllegalArgumentException.class,
+                () -> new UcxShuffleManager(typo, false, true));
+        assertTrue(unknown.getMessage().contains("unknown setting spark.ucx4j.serverBytesInflight"),
+                unknown.getMessage());
         SparkConf fine = new SparkConf(false).set(UcxShuffleConf.PORT, "65535")
                 .set(UcxShuffleConf.PROGRESS_MODE, " Blocking").set(UcxShuffleConf.RECEIVE_CACHE, "0")
                 .set(UcxShuffleConf.BIND_ADDRESS, "exec-1.cluster.local")
