@@ -905,7 +905,7 @@ public final class Endpoint implements AutoCloseable {
      */
     public AmMessage amRecv() {
         checkNoHandler();
-        return new AmMessage((org.ucx4j.internal.engine.AmData) take(AmWire.PLAIN, -1, "active message receive"), this,
+        return new AmMessage(message(AmWire.PLAIN, -1, "active message receive"), this,
                 ucx.options().checkedMessages());
     }
 
@@ -918,7 +918,7 @@ public final class Endpoint implements AutoCloseable {
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkNoHandler();
-        return new AmMessage((org.ucx4j.internal.engine.AmData) take(AmWire.PLAIN, t, "active message receive"), this,
+        return new AmMessage(message(AmWire.PLAIN, t, "active message receive"), this,
                 ucx.options().checkedMessages());
     }
 
@@ -946,6 +946,11 @@ public final class Endpoint implements AutoCloseable {
     private Object take(byte kind, long timeoutNanos, String what) {
         ucx.checkOpen();
         return engine.amTakeBlocking(core, kind, timeoutNanos, what);
+    }
+
+    /** {@link #take} of a kind that always arrives as a message (not an object's bare array). */
+    private org.ucx4j.internal.engine.AmData message(byte kind, long timeoutNanos, String what) {
+        return (org.ucx4j.internal.engine.AmData) take(kind, timeoutNanos, what);
     }
 
     // ---------------------------------------------------------------- frames and objects
@@ -1002,7 +1007,7 @@ public final class Endpoint implements AutoCloseable {
      * @return the frames, in receiver-allocated memory that closing them gives back
      */
     public Frames recvFrames() {
-        return new Frames((org.ucx4j.internal.engine.AmData) take(AmWire.FRAMES, -1, "frames receive"), ucx.options().checkedMessages());
+        return new Frames(message(AmWire.FRAMES, -1, "frames receive"), ucx.options().checkedMessages());
     }
 
     /**
@@ -1013,7 +1018,7 @@ public final class Endpoint implements AutoCloseable {
      */
     public Frames recvFrames(Duration timeout) {
         long t = Buffers.nanos(timeout);
-        return new Frames((org.ucx4j.internal.engine.AmData) take(AmWire.FRAMES, t, "frames receive"), ucx.options().checkedMessages());
+        return new Frames(message(AmWire.FRAMES, t, "frames receive"), ucx.options().checkedMessages());
     }
 
     private Op framesOp(List<MemorySegment> frames, boolean blocking) {

@@ -847,8 +847,8 @@ public final class Ucx implements AutoCloseable {
      */
     public AmMessage amRecv() {
         checkOpen();
-        return new AmMessage((org.ucx4j.internal.engine.AmData) engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, -1,
-                "active message receive"), null, options.checkedMessages());
+        Object m = engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, -1, "active message receive");
+        return new AmMessage((org.ucx4j.internal.engine.AmData) m, null, options.checkedMessages());
     }
 
     /**
@@ -860,8 +860,8 @@ public final class Ucx implements AutoCloseable {
     public AmMessage amRecv(Duration timeout) {
         long t = Buffers.nanos(timeout);
         checkOpen();
-        return new AmMessage((org.ucx4j.internal.engine.AmData) engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, t,
-                "active message receive"), null, options.checkedMessages());
+        Object m = engine.amTakeBlocking(null, org.ucx4j.internal.engine.AmWire.PLAIN, t, "active message receive");
+        return new AmMessage((org.ucx4j.internal.engine.AmData) m, null, options.checkedMessages());
     }
 
     /**
