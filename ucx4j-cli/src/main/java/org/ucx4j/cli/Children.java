@@ -47,18 +47,30 @@ final class Children {
 
     /**
      * The first line of {@code p}'s output that starts with {@code prefix}; null when {@code p} ends first or
-     * nothing came within {@code limit} (then {@code p} is killed).
+     * nothing came within {@code limit} (then {@code p} is killed). Every other line of its output, before and
+     * after that one, is copied to this process's stderr as it comes (UCX writes its warnings to stdout), so that
+     * the child never blocks on a full pipe.
      */
     static String awaitLine(Process p, String prefix, Duration limit) throws InterruptedException {
+        return awaitLine(p, prefix, limit, System.err);
+    }
+
+    /** {@link #awaitLine(Process, String, Duration)}, the child's other lines going to {@code others}. */
+    static String awaitLine(Process p, String prefix, Duration limit, java.io.PrintStream others)
+            throws InterruptedException {
         BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
         CompletableFuture<String> line = new CompletableFuture<>();
         Thread.ofVirtual().name("ucx4j-child-output").start(() -> {
             try {
                 String l;
-                while ((l = r.readLine()) != null && !l.startsWith(prefix)) {
-                    // output before the line waited for is not ours to show
+                while ((l = r.readLine()) != null) {
+                    if (!line.isDone() && l.startsWith(prefix)) {
+                        line.complete(l);
+                    } else {
+                        others.println(l);
+                    }
                 }
-                line.complete(l);
+                line.complete(null);
             } catch (IOException e) {
                 line.completeExceptionally(new UncheckedIOException(e));
             }

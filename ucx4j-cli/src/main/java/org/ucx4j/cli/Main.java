@@ -20,6 +20,10 @@ public final class Main implements Runnable {
         java.util.List<String> cmd = new java.util.ArrayList<>();
         cmd.add(java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString());
         cmd.add("--enable-native-access=ALL-UNNAMED");
+        // ucx4j's own settings given as system properties (e.g. ucx4j.ucx.home: which UCX to load) hold for the
+        // child too, so both ends of a benchmark load the same UCX
+        System.getProperties().stringPropertyNames().stream().filter(k -> k.startsWith("ucx4j.")).sorted()
+                .forEach(k -> cmd.add("-D" + k + "=" + System.getProperty(k)));
         cmd.add("-cp");
         cmd.add(System.getProperty("java.class.path"));
         cmd.add(Main.class.getName());

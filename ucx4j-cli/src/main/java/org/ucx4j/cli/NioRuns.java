@@ -7,7 +7,6 @@ import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
-import org.HdrHistogram.Histogram;
 
 /**
  * The baseline a Java user would otherwise write: blocking NIO {@link SocketChannel}s with TCP_NODELAY and direct
@@ -78,18 +77,18 @@ final class NioRuns {
         for (long i = 0; i < warmup; i++) {
             pingPong(ch, out, b);
         }
-        Histogram h = new Histogram(3_600_000_000_000L, 3);
-        long start = System.nanoTime();
-        long t0 = start; // one clock read per iteration, as in UcxRuns
+        RoundTrips times = new RoundTrips(iters, 2);
+        long t0 = System.nanoTime(); // one clock read per iteration, as in UcxRuns
         for (long i = 0; i < iters; i++) {
             pingPong(ch, out, b);
             long t1 = System.nanoTime();
-            h.recordValue((t1 - t0) / 2);
+            if (times.add(t1 - t0)) {
+                times.fold();
+                t1 = System.nanoTime();
+            }
             t0 = t1;
         }
-        double meanUs = (t0 - start) / 2.0 / iters / 1e3;
-        return new Measurement("nio", Measurement.LATENCY, size, iters, h.getValueAtPercentile(50) / 1e3,
-                h.getValueAtPercentile(99) / 1e3, meanUs, size / meanUs, 1e6 / meanUs);
+        return times.measurement("nio", size);
     }
 
     static Measurement stream(SocketChannel ch, String mode, long size, long iters) throws IOException {

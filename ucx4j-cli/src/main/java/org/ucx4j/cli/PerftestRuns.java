@@ -53,6 +53,46 @@ final class PerftestRuns {
         return null;
     }
 
+    /**
+     * Which {@code ucx_perftest} runs and the version of its UCX (as {@code ucx_info -v} beside it reports it), with
+     * a note when that differs from {@code ucx4jVersion}, the UCX ucx4j loaded: the comparison is then between two
+     * UCX builds.
+     */
+    String describe(String ucx4jVersion) {
+        String version = null;
+        File info = new File(new File(binary).getParentFile(), "ucx_info");
+        if (info.canExecute()) {
+            try {
+                Process p = new ProcessBuilder(info.getPath(), "-v").redirectErrorStream(true).start();
+                String out = new String(p.getInputStream().readNBytes(1 << 16), StandardCharsets.UTF_8);
+                if (p.waitFor(10, TimeUnit.SECONDS)) {
+                    version = versionOf(out);
+                }
+                p.destroyForcibly();
+            } catch (IOException e) {
+                // unknown, said below
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        if (version == null) {
+            return binary + " (its UCX version unknown: no ucx_info beside it)";
+        }
+        return binary + " (UCX " + version + ")" + (version.equals(ucx4jVersion) ? ""
+                : "; it differs from the UCX " + ucx4jVersion + " that ucx4j loaded");
+    }
+
+    /**
+     * The library version in {@code ucx_info -v}'s output ("# Version 1.13.1" up to 1.13, "# Library version:
+     * 1.20.1" since), or null.
+     */
+    static String versionOf(String ucxInfoOutput) {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile(
+                "(?m)^# (?:Library version:|Version) (\\d+\\.\\d+\\.\\d+)")
+                .matcher(ucxInfoOutput);
+        return m.find() ? m.group(1) : null;
+    }
+
     /** ucx_perftest's test for an API and mode. */
     static String test(UcxRuns.Api api, String mode) {
         boolean lat = Measurement.LATENCY.equals(mode);
@@ -92,6 +132,7 @@ final class PerftestRuns {
         try {
             List<String> client = new ArrayList<>(List.of(binary, "127.0.0.1"));
             client.addAll(common);
+            // the server listens a moment after it starts: a client refused meanwhile is started again
             for (int attempt = 0; attempt < 50; attempt++) {
                 Thread.sleep(attempt == 0 ? 150 : 100);
                 Process cli = start(client, false);
@@ -106,6 +147,7 @@ final class PerftestRuns {
                     }
                 });
                 String fin = null;
+                java.util.ArrayDeque<String> tail = new java.util.ArrayDeque<>();
                 try (BufferedReader r = new BufferedReader(new InputStreamReader(cli.getInputStream(),
                         StandardCharsets.UTF_8))) {
                     String line;
@@ -113,17 +155,29 @@ final class PerftestRuns {
                         if (line.startsWith("Final:")) {
                             fin = line;
                         }
+                        if (tail.size() == TAIL_LINES) {
+                            tail.removeFirst();
+                        }
+                        tail.addLast(line);
                     }
                 } finally {
                     if (cli.isAlive() && !cli.waitFor(5, TimeUnit.SECONDS)) {
                         cli.destroyForcibly();
                     }
                 }
-                if (fin != null) {
-                    return parse(fin, mode, size);
+                int exit = cli.isAlive() ? -1 : cli.exitValue();
+                if (fin != null && exit == 0) {
+                    Measurement m = parse(fin, mode, size);
+                    if (m.iters() != iters) {
+                        throw new IOException("ucx_perftest ran " + m.iters() + " iterations, not " + iters);
+                    }
+                    return m;
                 }
-                if (!srv.isAlive()) {
-                    throw new IOException("ucx_perftest server exited with " + srv.exitValue());
+                boolean refused = tail.stream().anyMatch(l -> l.contains("connect() failed"));
+                if (!refused || !srv.isAlive()) {
+                    throw new IOException("ucx_perftest client " + (exit < 0 ? "killed" : "exited with " + exit)
+                            + (srv.isAlive() ? "" : ", its server with " + srv.exitValue()) + "; its last output: "
+                            + String.join(" | ", tail));
                 }
             }
             throw new IOException("ucx_perftest client never connected");
@@ -133,6 +187,8 @@ final class PerftestRuns {
             srv.destroyForcibly();
         }
     }
+
+    private static final int TAIL_LINES = 12;
 
     private Process start(List<String> cmd, boolean quiet) throws IOException {
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);

@@ -88,40 +88,29 @@ final class SweepBench implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        if (window <= 0 || repeat <= 0 || !(scale > 0)) {
-            throw new UsageException("--window, --repeat and --scale must be positive");
-        }
-        if (new java.util.HashSet<>(stacks).size() != stacks.size()) {
-            throw new UsageException("--stacks names a stack twice: " + stacks);
-        }
-        if (plot != null) {
-            Plot.extension(plot); // refused now, not after the run
-        }
-        long[] sz = Measurement.parseSizes(sizes);
-        for (long s : sz) {
-            if (s > MAX_SIZE) {
-                throw new UsageException("sizes up to 64 MiB, got " + s);
-            }
-        }
+        long[] sz = checkArguments();
         UcxRuns.Api apiKind = UcxRuns.Api.parse(api);
-        for (String m : modes) {
-            if (!List.of(Measurement.LATENCY, Measurement.BANDWIDTH, Measurement.RATE).contains(m)) {
-                throw new UsageException("unknown mode " + m);
-            }
-        }
         boolean peerErrors = peerErrors(errorHandling);
         String tls = SendRecvBench.tls(transport);
         PerftestRuns perftest = new PerftestRuns(peerErrors, tls);
-        List<String> active = new ArrayList<>();
-        for (String s : stacks) {
-            if (!List.of("ucx4j", "perftest", "nio").contains(s)) {
-                throw new UsageException("unknown stack " + s);
+        List<String> failures = new ArrayList<>();
+        List<String> active = new ArrayList<>(stacks);
+        if (active.contains("perftest") && !perftest.available()) {
+            // the comparison asked for cannot be made: the other stacks still run, and the exit status says so
+            String what = "ucx_perftest not found (apt-get install ucx-utils, or UCX4J_UCX_HOME's bin/); its runs "
+                    + "are left out";
+            if (active.size() == 1) {
+                throw new UsageException(what + ", and no other stack was asked for");
             }
-            if (s.equals("perftest") && !perftest.available()) {
-                System.err.println("ucx4j: ucx_perftest not found (apt-get install ucx-utils); skipping it");
-                continue;
+            System.err.println("ucx4j: " + what);
+            failures.add(what);
+            active.remove("perftest");
+        }
+        if (active.contains("perftest")) {
+            perftestVersion = perftest.describe(Ucx.version());
+            if (perftestVersion.contains("differs")) {
+                System.err.println("ucx4j: warning: " + perftestVersion);
             }
-            active.add(s);
         }
         if (SendRecvBench.progressMode(progress) == ProgressMode.POLLING
                 && (active.contains("perftest") || active.contains("nio"))) {
@@ -143,7 +132,6 @@ final class SweepBench implements Callable<Integer> {
         }
         Map<String, List<Measurement>> results = new LinkedHashMap<>();
         String peerStats = null;
-        List<String> failures = new ArrayList<>();
         Process server = startServer();
         try {
             String line = Children.awaitLine(server, "PORTS ", Duration.ofSeconds(60));
@@ -223,6 +211,85 @@ final class SweepBench implements Callable<Integer> {
         }
         return 0;
     }
+
+    /**
+     * Every argument checked before anything starts (a bad one is a usage error, not a failure after a run); the
+     * sizes.
+     */
+    long[] checkArguments() {
+        if (window <= 0 || window > MAX_WINDOW || repeat <= 0 || repeat > MAX_REPEAT || !(scale > 0)
+                || scale > MAX_SCALE) {
+            throw new UsageException("--window must be 1 to " + MAX_WINDOW + ", --repeat 1 to " + MAX_REPEAT
+                    + ", --scale above 0 and at most " + (int) MAX_SCALE + "; got " + window + ", " + repeat + ", "
+                    + scale);
+        }
+        for (String s : stacks) {
+            if (!List.of("ucx4j", "perftest", "nio").contains(s)) {
+                throw new UsageException("unknown stack " + s + " (ucx4j, perftest, nio)");
+            }
+        }
+        distinct("--stacks", stacks);
+        distinct("--modes", modes);
+        for (String m : modes) {
+            if (!List.of(Measurement.LATENCY, Measurement.BANDWIDTH, Measurement.RATE).contains(m)) {
+                throw new UsageException("unknown mode " + m + " (latency, bandwidth, rate)");
+            }
+        }
+        long[] sz = Measurement.parseSizes(sizes);
+        distinct("--sizes", java.util.Arrays.stream(sz).boxed().toList());
+        for (long s : sz) {
+            if (s > MAX_SIZE) {
+                throw new UsageException("sizes up to 64 MiB, got " + s);
+            }
+        }
+        for (long s : sz) {
+            UcxRuns.Api.parse(api).checkSize(s);
+        }
+        peerErrors(errorHandling);
+        SendRecvBench.tls(transport);
+        SendRecvBench.progressMode(progress);
+        if (pullBudget != null && Measurement.parseSize(pullBudget) <= 0) {
+            throw new UsageException("--pull-budget must be positive, got " + pullBudget);
+        }
+        if (plot != null) {
+            Plot.extension(plot);
+            writableDirectory("--plot", plot);
+        }
+        if (json != null) {
+            writableDirectory("--json", json);
+        }
+        boolean any = false;
+        for (String m : modes) {
+            for (long s : sz) {
+                any |= !(m.equals(Measurement.RATE) && s > 1024);
+            }
+        }
+        if (!any) {
+            throw new UsageException("nothing to run: rate mode runs only sizes up to 1 KiB");
+        }
+        return sz;
+    }
+
+    private static final int MAX_WINDOW = 1 << 16;
+    private static final int MAX_REPEAT = 1000;
+    private static final double MAX_SCALE = 1000;
+
+    private static void distinct(String option, List<?> values) {
+        if (new java.util.HashSet<>(values).size() != values.size()) {
+            throw new UsageException(option + " names a value twice: " + values);
+        }
+    }
+
+    /** The file's directory exists and can be written, so the results are not lost after the run. */
+    private static void writableDirectory(String option, Path file) {
+        Path dir = file.toAbsolutePath().getParent();
+        if (dir == null || !java.nio.file.Files.isDirectory(dir) || !java.nio.file.Files.isWritable(dir)) {
+            throw new UsageException(option + ": no writable directory " + dir + " for " + file);
+        }
+    }
+
+    /** Which ucx_perftest runs, and its UCX's version (null: not run). */
+    private String perftestVersion;
 
     /**
      * The Java stacks' connections (the ucx4j endpoint and the NIO socket, both to the one server process) and which
@@ -380,6 +447,7 @@ final class SweepBench implements Callable<Integer> {
                 + (SendRecvBench.tls(transport) == null ? "" : "; UCX_TLS=" + SendRecvBench.tls(transport)
                         + " on both UCX stacks")
                 + (pullBudget == null ? "" : "; ucx4j pull budget " + pullBudget)
+                + (perftestVersion == null ? "" : "\nucx_perftest: " + perftestVersion)
                 + "\nboth UCX stacks: " + String.join(" ", Ucx.environmentDefaults().entrySet().stream()
                         .map(e -> e.getKey() + "=" + e.getValue()).toList());
     }

@@ -5,7 +5,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
-import org.HdrHistogram.Histogram;
 import org.ucx4j.AmMessage;
 import org.ucx4j.Endpoint;
 import org.ucx4j.MemoryRegion;
@@ -264,25 +263,23 @@ final class UcxRuns {
             for (long i = 0; i < warmup; i++) {
                 roundTrip(api, ep, b, out, key);
             }
-            Histogram h = new Histogram(3_600_000_000_000L, 3);
-            int div = api == Api.RMA ? 1 : 2;
+            RoundTrips times = new RoundTrips(iters, api == Api.RMA ? 1 : 2);
             // like ucx_perftest: one clock read per iteration, each iteration timed from the end of the one before
-            long start = System.nanoTime();
-            long t0 = start;
+            long t0 = System.nanoTime();
             for (long i = 0; i < iters; i++) {
                 roundTrip(api, ep, b, out, key);
                 long t1 = System.nanoTime();
-                h.recordValue((t1 - t0) / div);
+                if (times.add(t1 - t0)) {
+                    times.fold();
+                    t1 = System.nanoTime();
+                }
                 t0 = t1;
             }
-            long elapsed = t0 - start;
             if (key != null) {
                 key.close();
                 ep.send(arena.allocate(8), ACK);
             }
-            double meanUs = elapsed / (double) div / iters / 1e3;
-            return new Measurement("ucx4j", Measurement.LATENCY, size, iters, h.getValueAtPercentile(50) / 1e3,
-                    h.getValueAtPercentile(99) / 1e3, meanUs, size / meanUs, 1e6 / meanUs);
+            return times.measurement("ucx4j", size);
         }
     }
 

@@ -54,6 +54,16 @@ class SendRecvCommandTest {
             {"--sizes", "0,8", "sizes must be positive: 0"},
             // a spinning progress thread on each side would take the cores the other stacks measure on
             {"--progress", "polling", "--stacks", "ucx4j,nio", "--progress polling keeps a thread spinning"},
+            // each of these once failed only after a JVM had started, or after the whole run, or ran twice
+            {"--pull-budget", "lots", "not a size"},
+            {"--json", "/no/such/dir/out.json", "--json: no writable directory /no/such/dir"},
+            {"--plot", "/no/such/dir/out.png", "--plot: no writable directory /no/such/dir"},
+            {"--window", "100000000", "--window must be 1 to 65536"},
+            {"--scale", "1e30", "--scale above 0 and at most 1000"},
+            {"--sizes", "8,64,8", "--sizes names a value twice"},
+            {"--modes", "latency,latency", "--modes names a value twice"},
+            {"--modes", "rate", "--sizes", "4k", "nothing to run: rate mode runs only sizes up to 1 KiB"},
+            {"--stacks", "ucx4j,tcp", "unknown stack tcp"},
         };
         for (String[] c : sweep) {
             assertRefused("sweep", c);
