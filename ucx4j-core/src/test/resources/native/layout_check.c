@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <netinet/in.h>
 #include <ucp/api/ucp.h>
+#if __has_include(<ucs/memory/memtype_cache.h>)
+#include <ucs/memory/memtype_cache.h>
+#endif
 
 #define F(T, f) printf("%s.%s %zu %zu\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f))
 #define S(T)    printf("%s %zu %zu\n", #T, (size_t)0, sizeof(T))
@@ -54,7 +57,7 @@ int main(void) {
     F(struct sockaddr_in6, sin6_flowinfo); F(struct sockaddr_in6, sin6_addr); F(struct sockaddr_in6, sin6_scope_id);
     S(struct sockaddr_storage);
 
-    C(UCP_API_MAJOR); C(UCP_API_MINOR); C(UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
+    C(UCP_API_MAJOR); C(UCP_API_MINOR); C(UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER); C(UCP_WORKER_ATTR_FIELD_ADDRESS);
     C(UCP_PARAM_FIELD_FEATURES); C(UCP_PARAM_FIELD_NAME); C(UCP_PARAM_FIELD_MT_WORKERS_SHARED);
     C(UCP_FEATURE_TAG); C(UCP_FEATURE_RMA); C(UCP_FEATURE_WAKEUP); C(UCP_FEATURE_STREAM); C(UCP_FEATURE_AM);
     C(UCP_WORKER_PARAM_FIELD_THREAD_MODE); C(UCP_WORKER_PARAM_FIELD_EVENTS); C(UCP_WORKER_PARAM_FIELD_NAME);
@@ -115,5 +118,12 @@ int main(void) {
     C(UCP_MEM_MAP_PROT_LOCAL_WRITE);
     C(UCP_MEM_MAP_PROT_REMOTE_READ);
     C(UCP_MEM_MAP_PROT_REMOTE_WRITE);
+    /* sizes ucx4j assumes outside any struct: a status is one byte (Ucp.status sign-extends it), a socket address
+     * buffer, and the room ucx4j leaves for the memory-type cache's answer (its header is a devel header) */
+    printf("SIZEOF_UCS_STATUS_T %zu 0\n", sizeof(ucs_status_t));
+    printf("SOCKADDR_STORAGE_SIZE %zu 0\n", sizeof(struct sockaddr_storage));
+#if __has_include(<ucs/memory/memtype_cache.h>)
+    printf("UCS_MEMORY_INFO_ROOM %zu 0\n", sizeof(ucs_memory_info_t));
+#endif
     return 0;
 }

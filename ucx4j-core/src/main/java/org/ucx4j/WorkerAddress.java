@@ -5,8 +5,8 @@ import java.util.HexFormat;
 import java.util.Objects;
 
 /**
- * A UCX worker address ({@code ucp_worker_get_address}): opaque bytes another process passes around out of band
- * (a file, a key-value store, MPI, an HTTP call) and gives to {@link Ucx#connect(WorkerAddress)}.
+ * A UCX worker address (what {@code ucp_worker_get_address} returns): opaque bytes another process passes around
+ * out of band (a file, a key-value store, MPI, an HTTP call) and gives to {@link Ucx#connect(WorkerAddress)}.
  */
 public final class WorkerAddress {
     private static final int MAX = 1 << 20;

@@ -94,7 +94,7 @@ class ConfigAndInfoTest {
      */
     @Test
     void anOptionReadOnlyAtLoadIsRefusedWithTheRemedy() {
-        for (String key : List.of("LOG_FILE", "UCX_ERROR_SIGNALS", "STATS_DEST")) {
+        for (String key : List.of("LOG_FILE", "UCX_ERROR_SIGNALS", "STATS_DEST", "VFS_SOCK_PATH")) {
             UcxOptions o = UcxOptions.defaults().with(key, "x");
             ConfigException e = assertThrows(ConfigException.class, () -> Ucx.open(o), key);
             assertTrue(e.getMessage().contains("in the environment before the JVM starts")
@@ -182,6 +182,55 @@ class ConfigAndInfoTest {
             } finally {
                 Ucx.open(UcxOptions.defaults().with("POSIX_SEG_SIZE", ours)).close();
             }
+        }
+    }
+
+    /**
+     * Every shared-memory transport also reads its settings under {@code UCX_MM_} (its own name overrides that): a
+     * peer whose FIFO is sized that way is compared by the size UCX really uses (it was compared by UCX's default,
+     * and accepted, to corrupt its peer's memory), and a segment size set that way is not overridden by ucx4j's
+     * {@code POSIX_SEG_SIZE} default.
+     */
+    @Test
+    void sharedMemorySettingsGivenForEveryTransportAreTheOnesCompared() throws Throwable {
+        org.junit.jupiter.api.Assumptions.assumeTrue(startupEnv("UCX_TLS") == null, "shared memory must be in use");
+        String fifo = nativeGetenv("UCX_POSIX_FIFO_SIZE") != null ? nativeGetenv("UCX_POSIX_FIFO_SIZE")
+                : Integer.parseInt(Ucx.version().split("\\.")[1]) >= 16 ? "256" : "64";
+        String otherFifo = "128".equals(fifo) ? "512" : "128";
+        String seg = nativeGetenv("UCX_POSIX_SEG_SIZE");
+        String otherSeg = "16448".equals(seg) ? "24640" : "16448";
+        Map<String, String> fifoEnv = new java.util.HashMap<>();
+        fifoEnv.put("UCX_MM_FIFO_SIZE", otherFifo);
+        fifoEnv.put("UCX_POSIX_FIFO_SIZE", null);
+        fifoEnv.put("UCX_SYSV_FIFO_SIZE", null);
+        Map<String, String> segEnv = new java.util.HashMap<>();
+        segEnv.put("UCX_MM_SEG_SIZE", otherSeg);
+        segEnv.put("UCX_POSIX_SEG_SIZE", null);
+        segEnv.put("UCX_SYSV_SEG_SIZE", null);
+        for (Object[] c : new Object[][] {{fifoEnv, "UCX_POSIX_FIFO_SIZE=", otherFifo, fifo},
+            {segEnv, "UCX_POSIX_SEG_SIZE=", otherSeg, seg}}) {
+            @SuppressWarnings("unchecked")
+            Map<String, String> env = (Map<String, String>) c[0];
+            try (Peer p = Peer.start(env, List.of(), "serve-echo"); Ucx ucx = Ucx.open()) {
+                int port = Integer.parseInt(p.await("PORT "));
+                UcxException e = assertThrows(UcxException.class, () -> ucx.connect("127.0.0.1", port));
+                String theirs = c[1] + (String) c[2], ours = c[1] + (String) c[3];
+                assertTrue(e.getMessage().contains(theirs) && e.getMessage().contains(ours), env + ": " + e.getMessage());
+            }
+        }
+        // with the same sizes given that way, a peer connects (and ucx4j's default did not replace the segment size)
+        Map<String, String> sameEnv = new java.util.HashMap<>();
+        sameEnv.put("UCX_MM_SEG_SIZE", seg);
+        sameEnv.put("UCX_POSIX_SEG_SIZE", null);
+        sameEnv.put("UCX_SYSV_SEG_SIZE", null);
+        try (Peer p = Peer.start(sameEnv, List.of(), "serve-echo"); Ucx ucx = Ucx.open();
+                Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT ")))) {
+            assertTrue(ep.isAlive());
+        }
+        try (Peer p = Peer.start(sameEnv, List.of(), "environment-defaults")) {
+            String defaults = p.await("DEFAULTS ");
+            assertTrue(!defaults.contains("UCX_POSIX_SEG_SIZE") && !defaults.contains("UCX_SYSV_SEG_SIZE"), defaults);
+            assertNotNull(p.await("ECHOED "));
         }
     }
 

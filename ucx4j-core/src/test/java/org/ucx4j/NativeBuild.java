@@ -32,7 +32,10 @@ final class NativeBuild {
         List<String> cmd = new ArrayList<>(List.of("gcc", "-o", exe.toString(), src.toString()));
         String home = home();
         if (home != null) {
-            cmd.addAll(List.of("-I", home + "/include", "-L", home + "/lib", "-Wl,-rpath," + home + "/lib"));
+            // lib or lib64, as ucx4j itself looks for libucp (UcxLibrary)
+            String lib = Files.isDirectory(Path.of(home, "lib64")) && !Files.isDirectory(Path.of(home, "lib"))
+                    ? home + "/lib64" : home + "/lib";
+            cmd.addAll(List.of("-I", home + "/include", "-L", lib, "-Wl,-rpath," + lib));
         }
         cmd.addAll(List.of(libs));
         Process cc = new ProcessBuilder(cmd).redirectErrorStream(true).start();

@@ -13,7 +13,9 @@ import java.util.regex.Pattern;
  * {@code ucp_ep_print_info} each lane as {@code lane[0]:  4:posix/memory.0 md[3] ...}.
  */
 public final class TransportInfo {
-    private static final Pattern RESOURCE = Pattern.compile("(?m)^#\\s*resource\\s+\\d+\\s*:.*--\\s+(\\S+/\\S+)\\s*$");
+    /** The flags are two characters: {@code --}, or {@code a-} for an auxiliary transport (ud_verbs beside rc). */
+    private static final Pattern RESOURCE = Pattern.compile(
+            "(?m)^#\\s*resource\\s+\\d+\\s*:.*flags\\s+\\S\\S\\s+(\\S+/\\S+)\\s*$");
     private static final Pattern LANE = Pattern.compile("(?m)^#\\s*lane\\[\\d+\\]:\\s+\\d+:(\\S+?/\\S+?)(?:\\.\\d+)?\\s");
 
     private TransportInfo() {}

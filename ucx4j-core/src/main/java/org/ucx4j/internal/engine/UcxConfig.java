@@ -69,7 +69,7 @@ public final class UcxConfig {
 
     /** UCS's global options that it reads only when it loads ({@code ucs_global_opts_read_only_table}). */
     private static final java.util.Set<String> READ_ONLY = java.util.Set.of("LOG_FILE", "LOG_FILE_SIZE",
-            "LOG_FILE_ROTATE", "ERROR_SIGNALS", "VFS_ENABLE", "VFS_THREAD_AFFINITY", "MEMTRACK_DEST",
+            "LOG_FILE_ROTATE", "ERROR_SIGNALS", "VFS_ENABLE", "VFS_SOCK_PATH", "VFS_THREAD_AFFINITY", "MEMTRACK_DEST",
             "RCACHE_STAT_MIN", "RCACHE_STAT_MAX");
 
     static boolean readOnly(String key) {
@@ -98,21 +98,54 @@ public final class UcxConfig {
     /**
      * UCX's shared-memory transports size a peer's receive FIFO with the sender's own settings, so two processes
      * with different FIFO sizes corrupt each other's memory (and with different segment sizes, unless both worker
-     * addresses are v2). These are the settings a same-host peer must share (as UCX will use them: the environment
-     * when the worker was created, else UCX's default: FIFOs of 64 slots up to UCX 1.15, 256 since 1.16, so two
-     * processes on different UCX versions with no settings of their own differ too).
+     * addresses are v2). These are the settings a same-host peer must share, as UCX will use them: each value as
+     * UCX resolves it ({@link #resolve}: its own variable, the shared {@code UCX_MM_*} one, a {@code ucx.conf}, or
+     * UCX's default: FIFOs of 64 slots up to UCX 1.15, 256 since 1.16, so two processes on different UCX versions
+     * with no settings of their own differ too).
      */
     static String sharedMemorySettings() {
-        StringBuilder b = new StringBuilder();
         int[] version = Ucp.version();
         String fifo = version[0] > 1 || version[1] >= 16 ? "256" : "64";
-        String[][] keys = {{"POSIX_FIFO_SIZE", fifo}, {"SYSV_FIFO_SIZE", fifo}, {"POSIX_SEG_SIZE", "8256"},
-            {"SYSV_SEG_SIZE", "8256"}};
-        for (String[] k : keys) {
-            String v = Ucp.getenv("UCX_" + k[0]);
-            b.append(b.isEmpty() ? "" : " ").append("UCX_").append(k[0]).append('=').append(v == null ? k[1] : v);
+        Map<String, String> resolved = resolved(Ucp.printAllOptions());
+        StringBuilder b = new StringBuilder();
+        for (String transport : new String[] {"POSIX", "SYSV"}) {
+            for (String[] k : new String[][] {{"FIFO_SIZE", fifo}, {"SEG_SIZE", "8256"}}) {
+                String key = transport + "_" + k[0];
+                b.append(b.isEmpty() ? "" : " ").append("UCX_").append(key).append('=')
+                        .append(resolve(resolved, transport, k[0], k[1]));
+            }
         }
         return b.toString();
+    }
+
+    /**
+     * A shared-memory transport's setting as UCX takes it: from UCX's own resolution when it printed one
+     * ({@code resolved}), else as UCX reads it: {@code UCX_<TRANSPORT>_<KEY>}, then {@code UCX_MM_<KEY>} (the
+     * table every shared-memory transport shares), then {@code fallback} (UCX's default).
+     */
+    static String resolve(Map<String, String> resolved, String transport, String key, String fallback) {
+        String v = resolved.get("UCX_" + transport + "_" + key);
+        if (v == null) {
+            v = Ucp.getenv("UCX_" + transport + "_" + key);
+        }
+        if (v == null) {
+            v = Ucp.getenv("UCX_MM_" + key);
+        }
+        return v == null ? fallback : v;
+    }
+
+    /** {@code UCX_KEY=value} lines (as {@link Ucp#printAllOptions()} gives them; null: none) as a map. */
+    static Map<String, String> resolved(String lines) {
+        Map<String, String> m = new java.util.HashMap<>();
+        if (lines != null) {
+            for (String line : lines.split("\n")) {
+                int eq = line.indexOf('=');
+                if (line.startsWith("UCX_") && eq > 4) {
+                    m.putIfAbsent(line.substring(0, eq), line.substring(eq + 1).strip());
+                }
+            }
+        }
+        return m;
     }
 
     /** The options in UCP's own table, hidden ones included (what {@code ucp_config_print} can list). */

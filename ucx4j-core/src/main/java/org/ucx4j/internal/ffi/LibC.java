@@ -34,7 +34,9 @@ final class LibC {
      * TCP send segments of 64 KiB ({@code TCP_TX_SEG_SIZE}, UCX: 8 KiB), as large as UCX's default receive
      * segment, so every peer with UCX's default receive size takes them: over TCP, large messages and rendezvous
      * went at ~0.4-1.2 GB/s here in 8 KiB pieces and at ~2-3.6 GB/s with 64 KiB ones, as fast as Java NIO. Not
-     * applied where {@code UCX_TCP_RX_SEG_SIZE} is set (UCX refuses a send segment larger than the receive one).
+     * applied where {@code UCX_TCP_RX_SEG_SIZE} is set (UCX refuses a send segment larger than the receive one),
+     * nor a {@code POSIX_}/{@code SYSV_} default where the user set {@code UCX_MM_} for the same key (every
+     * shared-memory transport's). These are environment variables, which UCX ranks above a {@code ucx.conf}.
      */
     static final java.util.Map<String, String> DEFAULTS = java.util.Map.of(
             "POSIX_ERROR_HANDLING", "y",
@@ -58,6 +60,20 @@ final class LibC {
      * reach it, and UCX may have taken the JVM's signals.
      */
     static boolean ucsLoadedBefore;
+
+    /**
+     * The variable that sets a shared-memory transport's {@code key} (without {@code UCX_}) for all of them:
+     * every such transport reads its table under {@code UCX_MM_} and then under its own name, which overrides it
+     * ({@code UCX_POSIX_SEG_SIZE} over {@code UCX_MM_SEG_SIZE}); null for other keys.
+     */
+    static String sharedMemoryAlias(String key) {
+        for (String transport : new String[] {"POSIX_", "SYSV_"}) {
+            if (key.startsWith(transport)) {
+                return "UCX_MM_" + key.substring(transport.length());
+            }
+        }
+        return null;
+    }
 
     static void prepareEnvironment(SymbolLookup libc) throws Throwable {
         var dlopen = libc.find("dlopen");
@@ -92,6 +108,10 @@ final class LibC {
             for (var e : DEFAULTS.entrySet()) {
                 if (e.getKey().equals("TCP_TX_SEG_SIZE") && rxSeg.address() != 0) {
                     continue; // the user sized TCP receive segments: UCX's send segment (8 KiB) stays
+                }
+                String shared = sharedMemoryAlias(e.getKey());
+                if (shared != null && ((MemorySegment) getenv.invokeExact(a.allocateFrom(shared))).address() != 0) {
+                    continue; // the user set it for every shared-memory transport: UCX's own lookup takes that
                 }
                 MemorySegment was = (MemorySegment) getenv.invokeExact(a.allocateFrom("UCX_" + e.getKey()));
                 if (was.address() == 0) {

@@ -87,6 +87,8 @@ public final class Structs {
             UCP_LISTENER_CONN_HANDLER.withName("conn_handler")).withName("ucp_listener_params_t");
 
     public static final long SOCKADDR_STORAGE_SIZE = 128;
+    /** Bytes ucx4j leaves for a {@code ucs_memory_info_t} (the memory-type cache's answer; 24 in 1.13 to 1.20). */
+    public static final long UCS_MEMORY_INFO_ROOM = 32;
 
     public static final StructLayout UCP_LISTENER_ATTR = structLayout(
             JAVA_LONG.withName("field_mask"),
@@ -189,6 +191,9 @@ public final class Structs {
     public static final long WA_FIELD_MASK = off(UCP_WORKER_ATTR, "field_mask");
     public static final long WA_MAX_AM_HEADER = off(UCP_WORKER_ATTR, "max_am_header");
     public static final long UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER = 1L << 3;
+    public static final long UCP_WORKER_ATTR_FIELD_ADDRESS = 1L << 1;
+    public static final long WA_ADDRESS = off(UCP_WORKER_ATTR, "address");
+    public static final long WA_ADDRESS_LENGTH = off(UCP_WORKER_ATTR, "address_length");
     public static final long RP_OP_ATTR_MASK = off(UCP_REQUEST_PARAM, "op_attr_mask");
     public static final long RP_FLAGS = off(UCP_REQUEST_PARAM, "flags");
     public static final long RP_CB = off(UCP_REQUEST_PARAM, "cb");
@@ -337,11 +342,15 @@ public final class Structs {
     public static Map<String, Long> constants() {
         Map<String, Long> m = new LinkedHashMap<>();
         m.put("UCP_API_MAJOR", (long) UCP_API_MAJOR);
+        m.put("SIZEOF_UCS_STATUS_T", 1L); // Ucp.status: one byte, sign-extended
+        m.put("SOCKADDR_STORAGE_SIZE", SOCKADDR_STORAGE_SIZE);
+        m.put("UCS_MEMORY_INFO_ROOM", UCS_MEMORY_INFO_ROOM);
         m.put("UCP_API_MINOR", (long) UCP_API_MINOR);
         m.put("UCP_PARAM_FIELD_FEATURES", UCP_PARAM_FIELD_FEATURES);
         m.put("UCP_PARAM_FIELD_NAME", UCP_PARAM_FIELD_NAME);
         m.put("UCP_PARAM_FIELD_MT_WORKERS_SHARED", UCP_PARAM_FIELD_MT_WORKERS_SHARED);
         m.put("UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER", UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
+        m.put("UCP_WORKER_ATTR_FIELD_ADDRESS", UCP_WORKER_ATTR_FIELD_ADDRESS);
         m.put("UCP_FEATURE_TAG", UCP_FEATURE_TAG);
         m.put("UCP_FEATURE_RMA", UCP_FEATURE_RMA);
         m.put("UCP_FEATURE_WAKEUP", UCP_FEATURE_WAKEUP);

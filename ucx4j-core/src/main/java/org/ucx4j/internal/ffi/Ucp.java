@@ -95,7 +95,6 @@ public final class Ucp {
         static final MethodHandle WORKER_GET_EFD = ucp("ucp_worker_get_efd", I_LL);
         static final MethodHandle WORKER_ARM = ucp("ucp_worker_arm", I_L);
         static final MethodHandle WORKER_SIGNAL = ucp("ucp_worker_signal", I_L, CRITICAL);
-        static final MethodHandle WORKER_GET_ADDRESS = ucp("ucp_worker_get_address", I_LLL);
         static final MethodHandle WORKER_QUERY = ucp("ucp_worker_query", I_LL);
         static final MethodHandle WORKER_RELEASE_ADDRESS = ucp("ucp_worker_release_address", V_LL);
         static final MethodHandle EP_CREATE = ucp("ucp_ep_create", I_LLL);
@@ -277,16 +276,20 @@ public final class Ucp {
         try { return status((int) Holder.WORKER_SIGNAL.invokeExact(worker)); } catch (Throwable t) { throw rethrow(t); }
     }
 
-    /** This worker's address bytes ({@code ucp_worker_get_address}, copied and released). */
+    /**
+     * The worker's address ({@code ucp_worker_query} with {@code UCP_WORKER_ATTR_FIELD_ADDRESS}: the same packing
+     * as {@code ucp_worker_get_address}, which UCX deprecated in 1.14), copied; UCX's buffer is released.
+     */
     public static byte[] workerAddress(long worker) {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment out = a.allocate(JAVA_LONG, 2);
-            int st = status((int) Holder.WORKER_GET_ADDRESS.invokeExact(worker, out.address(), out.address() + 8));
+            MemorySegment attr = a.allocate(Structs.UCP_WORKER_ATTR);
+            attr.set(JAVA_LONG, Structs.WA_FIELD_MASK, Structs.UCP_WORKER_ATTR_FIELD_ADDRESS);
+            int st = status((int) Holder.WORKER_QUERY.invokeExact(worker, attr.address()));
             if (st != Status.OK) {
-                throw new IllegalStateException("ucp_worker_get_address failed: " + statusString(st));
+                throw new IllegalStateException("ucp_worker_query (address) failed: " + statusString(st));
             }
-            long addr = out.getAtIndex(JAVA_LONG, 0);
-            long len = out.getAtIndex(JAVA_LONG, 1);
+            long addr = attr.get(JAVA_LONG, Structs.WA_ADDRESS);
+            long len = attr.get(JAVA_LONG, Structs.WA_ADDRESS_LENGTH);
             byte[] b = NativeAccess.view(addr, len).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
             Holder.WORKER_RELEASE_ADDRESS.invokeExact(worker, addr);
             return b;
@@ -505,7 +508,8 @@ public final class Ucp {
         try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
             MethodHandle lookup = NativeAccess.downcall(Lib.UCS, "ucs_memtype_cache_lookup",
                     FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
-            MemorySegment probe = a.allocate(64, 64); // the address looked up, then the (unused) memory-info result
+            // the address looked up, then room for the (unused) memory-info result
+            MemorySegment probe = a.allocate(32 + Structs.UCS_MEMORY_INFO_ROOM, 64);
             int st = status((int) lookup.invokeExact(probe.address(), 1L, probe.address() + 32));
             return st != Status.ERR_UNSUPPORTED;
         } catch (Throwable t) {
@@ -580,6 +584,40 @@ public final class Ucp {
 
     public static void free(long ptr) {
         try { Holder.FREE.invokeExact(ptr); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /**
+     * Every configuration table UCX has registered (UCP's, UCS's and each loaded transport's), each value as UCX
+     * resolves it now (its own variable, a shared one such as {@code UCX_MM_*} for the shared-memory transports, a
+     * {@code ucx.conf} file, or the default), as {@code UCX_KEY=value} lines: what {@code ucx_info -c} prints. Null
+     * when libucs does not export what that takes. libucs's {@code ucs_config_parser_print_all_opts} gained a fifth
+     * argument (a name filter; null: none) in 1.19; it is always passed, and ignored by the four-argument versions
+     * (on x86-64 and AArch64 an extra argument travels in a register the callee never reads).
+     */
+    public static String printAllOptions() {
+        if (AllOptions.PRINT == null || AllOptions.LIST == null) {
+            return null;
+        }
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment prefix = a.allocateFrom("UCX_");
+            return capture(f -> {
+                try {
+                    AllOptions.PRINT.invokeExact(f, prefix.address(), Structs.UCS_CONFIG_PRINT_CONFIG,
+                            AllOptions.LIST.address(), 0L);
+                } catch (Throwable t) {
+                    throw rethrow(t);
+                }
+            });
+        }
+    }
+
+    /** libucs's table printer and its list of tables, looked up apart: both are optional. */
+    private static final class AllOptions {
+        static final MethodHandle PRINT = Lib.UCS == null ? null : NativeAccess.optionalDowncall(Lib.UCS,
+                "ucs_config_parser_print_all_opts", FunctionDescriptor.ofVoid(JAVA_LONG, JAVA_LONG, JAVA_INT,
+                        JAVA_LONG, JAVA_LONG)).orElse(null);
+        static final MemorySegment LIST = Lib.UCS == null ? null
+                : Lib.UCS.find("ucs_config_global_list").orElse(null);
     }
 
     /** Something UCX prints into a {@code FILE*}, captured as a string through open_memstream. */
