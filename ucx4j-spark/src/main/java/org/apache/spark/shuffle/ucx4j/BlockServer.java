@@ -212,10 +212,11 @@ final class BlockServer implements ConnectionHandler {
 
     private void serve(Endpoint ep, SendBudget budget, long requestId, String[] ids) throws IOException {
         RequestMemory memory = new RequestMemory();
+        Refusals refusals = new Refusals(ep, requestId);
         List<CompletableFuture<?>> sends = new ArrayList<>(ids.length);
         try {
             for (int i = 0; i < ids.length; i++) {
-                ManagedBuffer block = find(ep, requestId, i, ids[i], sends);
+                ManagedBuffer block = find(refusals, i, ids[i], sends);
                 if (block == null) {
                     continue;
                 }
@@ -226,10 +227,11 @@ final class BlockServer implements ConnectionHandler {
                     budget.release(size);
                     return;
                 }
-                sends.add(send(ep, requestId, i, ids[i], block, budget, memory));
+                sends.add(send(ep, requestId, i, ids[i], block, budget, memory, refusals));
             }
         } finally { // also when a send is refused at once (the instance closed): the mappings go once the sends
             memory.closeAfter(sends); // made so far have ended
+            refusals.report();
         }
     }
 
@@ -239,7 +241,7 @@ final class BlockServer implements ConnectionHandler {
      * the send ends. A block that cannot be read is refused instead (the rest of the request goes on).
      */
     private CompletableFuture<?> send(Endpoint ep, long requestId, int index, String id, ManagedBuffer block,
-            SendBudget budget, RequestMemory memory) {
+            SendBudget budget, RequestMemory memory, Refusals refusals) {
         long size = block.size();
         MemorySegment copy = null;
         MemorySegment data;
@@ -257,7 +259,7 @@ final class BlockServer implements ConnectionHandler {
             if (e instanceof Error err) {
                 throw err;
             }
-            return refuse(ep, requestId, index, id, e);
+            return refusals.refuse(index, id, e);
         }
         MemorySegment owned = copy;
         CompletableFuture<?> sent;
@@ -281,12 +283,15 @@ final class BlockServer implements ConnectionHandler {
      * The block {@code id}, or null after telling the reducer that it cannot be served (that answer's send is added
      * to {@code sends}).
      */
-    private ManagedBuffer find(Endpoint ep, long requestId, int index, String id,
-            Collection<CompletableFuture<?>> sends) {
+    private ManagedBuffer find(Refusals refusals, int index, String id, Collection<CompletableFuture<?>> sends) {
         try {
-            return Objects.requireNonNull(blocks.apply(id), "no such block");
+            ManagedBuffer b = Objects.requireNonNull(blocks.apply(id), "no such block");
+            if (b.size() < 0) { // Spark's resolver takes a batch id's reversed range (start > end) as it comes
+                throw new IllegalArgumentException("a block of " + b.size() + " bytes");
+            }
+            return b;
         } catch (Exception e) {
-            sends.add(refuse(ep, requestId, index, id, e));
+            sends.add(refusals.refuse(index, id, e));
             return null;
         }
     }
@@ -321,9 +326,19 @@ final class BlockServer implements ConnectionHandler {
      * (a small or in-memory block) all at once; each block's memory goes once its parts have been sent.
      */
     private void serveParts(Endpoint ep, SendBudget budget, long requestId, String[] ids) throws IOException {
+        Refusals refusals = new Refusals(ep, requestId);
+        try {
+            serveParts(ep, budget, requestId, ids, refusals);
+        } finally {
+            refusals.report();
+        }
+    }
+
+    private void serveParts(Endpoint ep, SendBudget budget, long requestId, String[] ids, Refusals refusals)
+            throws IOException {
         ArrayDeque<CompletableFuture<?>> inFlight = new ArrayDeque<>();
         for (int i = 0; i < ids.length; i++) {
-            ManagedBuffer block = find(ep, requestId, i, ids[i], inFlight);
+            ManagedBuffer block = find(refusals, i, ids[i], inFlight);
             if (block == null) {
                 continue;
             }
@@ -351,7 +366,7 @@ final class BlockServer implements ConnectionHandler {
                 if (e instanceof Error err) {
                     throw err;
                 }
-                inFlight.add(refuse(ep, requestId, i, ids[i], e));
+                inFlight.add(refusals.refuse(i, ids[i], e));
                 continue;
             }
             List<CompletableFuture<?>> parts = new ArrayList<>();
@@ -399,12 +414,39 @@ final class BlockServer implements ConnectionHandler {
         }
     }
 
-    /** Tells the reducer why block {@code index} cannot be served. */
-    private static CompletableFuture<?> refuse(Endpoint ep, long requestId, int index, String id, Throwable e) {
-        LOG.warn("ucx4j shuffle: cannot serve block {}: {}", id, e.toString());
-        byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
-        return ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, index)),
-                MemorySegment.ofArray(why));
+    /**
+     * The blocks of one request that cannot be served: each is refused to the reducer with its reason, and the
+     * request's refusals are logged once (a request for many blocks of a shuffle this executor no longer has would
+     * otherwise write a warning per block), each at debug level.
+     */
+    private static final class Refusals {
+        private final Endpoint ep;
+        private final long requestId;
+        private int count;
+        private String first;
+
+        Refusals(Endpoint ep, long requestId) {
+            this.ep = ep;
+            this.requestId = requestId;
+        }
+
+        /** Tells the reducer why block {@code index} cannot be served. */
+        CompletableFuture<?> refuse(int index, String id, Throwable e) {
+            LOG.debug("ucx4j shuffle: cannot serve block {}: {}", id, e.toString());
+            if (count++ == 0) {
+                first = id + ": " + e;
+            }
+            byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
+            return ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, index)),
+                    MemorySegment.ofArray(why));
+        }
+
+        void report() {
+            if (count > 0) {
+                LOG.warn("ucx4j shuffle: cannot serve {} block(s) of request {} from {} (the first: {})", count,
+                        requestId, ep, first);
+            }
+        }
     }
 
     /**

@@ -131,7 +131,8 @@ public final class UcxShuffleManager extends SortShuffleManager {
      * This executor's transport, started on first use; null where ucx4j is off here: a fallback decided at start,
      * or, with {@code spark.ucx4j.fallback=true}, a start that failed (UCX refused to open, the port range taken):
      * then this executor registers as served by Spark's own transfer service and reads with Spark's client. Without
-     * the fallback such a failure fails the task, and the next task tries again.
+     * the fallback such a failure fails the task, and the next task tries again; so does, with or without it, a
+     * registration the driver did not take (a timeout, the task killed meanwhile).
      */
     private UcxShuffleTransport startedTransport() {
         UcxShuffleTransport t = transport;
@@ -145,8 +146,14 @@ public final class UcxShuffleManager extends SortShuffleManager {
             if (transport == null && !startFailed) {
                 try {
                     transport = new UcxShuffleTransport(conf, SparkEnv.get(), shuffleBlockResolver());
-                } catch (Exception e) { // also Spark RPC failures (checked, undeclared)
-                    if (!conf.fallback()) {
+                    if (stopped) { // stop() came meanwhile: it does not wait for a start (see stop)
+                        transport.close();
+                        throw new IllegalStateException("ucx4j shuffle manager stopped");
+                    }
+                } catch (Exception e) {
+                    // the fallback is for UCX failing here; the driver not answering or the task being killed fails
+                    // this task only, and the next one tries again
+                    if (!conf.fallback() || e instanceof UcxShuffleTransport.RegistrationException) {
                         throw e;
                     }
                     LOG.warn("ucx4j shuffle: this executor could not start ucx4j ({}); its shuffle uses Spark's "
@@ -161,13 +168,17 @@ public final class UcxShuffleManager extends SortShuffleManager {
     /** The transport could not start here and {@code spark.ucx4j.fallback} asked for Spark's own instead. */
     private volatile boolean startFailed;
 
+    /**
+     * Closes this executor's transport. It does not wait for a start under way (which may be waiting for the
+     * driver's answer to its registration, up to Spark's RPC timeout): that start sees {@code stopped} once it
+     * has its transport, and closes it. Closing twice is harmless.
+     */
     @Override
     public void stop() {
-        synchronized (startLock) {
-            stopped = true;
-            if (transport != null) {
-                transport.close();
-            }
+        stopped = true;
+        UcxShuffleTransport t = transport;
+        if (t != null) {
+            t.close();
         }
         super.stop();
     }

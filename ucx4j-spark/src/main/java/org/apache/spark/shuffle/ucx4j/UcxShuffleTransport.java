@@ -134,12 +134,8 @@ final class UcxShuffleTransport implements AutoCloseable {
             Listener listener = listen(ucx, server);
             UcxDriverEndpoint.Address me = new UcxDriverEndpoint.Address(executorId, host, listener.port());
             Generation g = new Generation(number, ucx, server, listener, me);
-            if (openFaults.getAndUpdate(n -> Math.max(0, n - 1)) > 0) { // what askSync throws when the driver fails
-                throw UcxShuffleTransport.<RuntimeException>undeclared(
-                        new org.apache.spark.SparkException("test: the driver did not take the registration"));
-            }
             awaitRegistrationGate(g);
-            driver.askSync(new UcxDriverEndpoint.Register(me), ClassTag$.MODULE$.apply(Boolean.class));
+            register(me);
             addresses.put(executorId, me);
             ucx.onSharedMemoryFailure(e -> reopen(g, e.getMessage()));
             LOG.info("ucx4j shuffle: executor {} serves blocks at {}:{} (UCX {}{})", executorId, host,
@@ -150,6 +146,40 @@ final class UcxShuffleTransport implements AutoCloseable {
             throw e;
         }
     }
+
+    /**
+     * Registers an instance with the driver. What Spark's RPC throws (its checked exceptions undeclared, an
+     * {@link InterruptedException} when the task is killed) comes out as a {@link RegistrationException}: a
+     * failure of the driver or of the task, never of UCX, so never a reason for the fallback.
+     */
+    private void register(UcxDriverEndpoint.Address me) {
+        try {
+            if (openFaults.getAndUpdate(n -> Math.max(0, n - 1)) > 0) { // what askSync throws when the driver fails
+                throw UcxShuffleTransport.<RuntimeException>undeclared(
+                        new org.apache.spark.SparkException("test: the driver did not take the registration"));
+            }
+            if (interruptNextRegistration) { // tests: a task killed while it waits for the driver
+                interruptNextRegistration = false;
+                throw UcxShuffleTransport.<RuntimeException>undeclared(new InterruptedException("test: task killed"));
+            }
+            driver.askSync(new UcxDriverEndpoint.Register(me), ClassTag$.MODULE$.apply(Boolean.class));
+        } catch (Exception e) {
+            if (e instanceof InterruptedException) {
+                Thread.currentThread().interrupt();
+            }
+            throw new RegistrationException(e);
+        }
+    }
+
+    /** The driver did not take an instance's registration (see {@link #register}). */
+    static final class RegistrationException extends RuntimeException {
+        RegistrationException(Exception cause) {
+            super("ucx4j shuffle: the driver did not take this executor's registration: " + cause, cause);
+        }
+    }
+
+    /** Tests: the next registration of any transport in this JVM fails as a killed task's would. */
+    static volatile boolean interruptNextRegistration;
 
     /** Throws {@code t} as Scala code does, checked or not, without declaring it (tests' faults). */
     @SuppressWarnings("unchecked")

@@ -165,6 +165,48 @@ class BlockServerTest {
             }
         }
     }
+    /**
+     * Spark's resolver takes a batch block id's range as it comes, so a reversed one (start above end) is a block of
+     * negative size: that block alone is refused, in memory and to disk, and the rest of the request is served on
+     * the same connection (a negative allocation dropped the reducer's whole connection).
+     */
+    @Test
+    void aBlockOfNegativeSizeIsRefusedAloneAndTheConnectionServesOn() throws Exception {
+        blocks.put("neg", new FileSegmentManagedBuffer(null, dir.resolve("shuffle.data").toFile(), 1000, -500));
+        try (PooledAllocator pool = new PooledAllocator(1 << 20)) {
+            BlockServer server = new BlockServer(blocks::get, 1 << 20, 2, BUDGET, pool);
+            try (Ucx executor = Ucx.open(); Listener l = executor.listen(0, server); Ucx reducer = Ucx.open();
+                    Endpoint ep = reducer.connect("127.0.0.1", l.port(), T)) {
+                String[] ids = {"neg", "s0"};
+                byte[] kinds = {Wire.FETCH, Wire.FETCH_TO_DISK};
+                for (int r = 0; r < kinds.length; r++) {
+                    ep.amSend(Wire.header(kinds[r], r, ids.length), String.join("\n", ids)
+                            .getBytes(StandardCharsets.UTF_8), T);
+                    boolean refused = false, served = false;
+                    for (int k = 0; k < 2; k++) {
+                        try (AmMessage m = ep.amRecv(T)) {
+                            Wire.Header h = Wire.Header.parse(m.headerBytes());
+                            assertEquals(r, h.requestId());
+                            if (h.index() == 0) {
+                                assertEquals(Wire.ERROR, h.kind());
+                                assertTrue(new String(m.payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
+                                        StandardCharsets.UTF_8).contains("-500 bytes"));
+                                refused = true;
+                            } else {
+                                byte[] got = m.payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+                                assertArrayEquals(expected.get("s0"), got);
+                                served = true;
+                            }
+                        }
+                    }
+                    assertTrue(refused && served);
+                }
+                assertTrue(ep.isAlive(), "the reducer's connection is still served");
+                Data.eventually(() -> server.bytesInFlight() == 0);
+            }
+        }
+    }
+
     /** A block larger than the whole budget goes alone, in memory and to disk, rather than waiting forever. */
     @Test
     void aBlockLargerThanTheBudgetGoesAlone() throws Exception {

@@ -139,6 +139,32 @@ class UcxShuffleRefusalTest {
         assertTrue(String.valueOf(t.getMessage()).contains("spark.network.crypto.enabled"), String.valueOf(t));
     }
 
+    /**
+     * The fallback is for UCX failing on an executor. A task killed while its executor's first start waits for the
+     * driver's answer (or a driver that does not answer) fails that task only: the next task starts ucx4j, where
+     * the executor used to fall back to Spark's shuffle for good.
+     */
+    @Test
+    void aTaskKilledDuringTheFirstStartDoesNotTurnTheFallbackOn() {
+        SparkConf conf = new SparkConf().setMaster("local[2,4]").setAppName("first-start")
+                .set("spark.shuffle.manager", Clusters.UCX).set("spark.ui.enabled", "false")
+                .set(UcxShuffleConf.FALLBACK, "true");
+        UcxShuffleTransport.interruptNextRegistration = true;
+        SparkSession spark = SparkSession.builder().config(conf).getOrCreate();
+        try {
+            JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+            List<Tuple2<Integer, Integer>> counts = sc.parallelize(IntStream.range(0, 1000).boxed().toList(), 4)
+                    .mapToPair(i -> new Tuple2<>(i % 10, 1)).reduceByKey(Integer::sum, 3).collect();
+            assertFalse(UcxShuffleTransport.interruptNextRegistration, "the first registration was interrupted");
+            assertEquals(10, counts.size());
+            assertTrue(counts.stream().allMatch(c -> c._2() == 100), counts.toString());
+            assertTrue(UcxShuffleManager.localTransport() != null, "ucx4j started on a later task");
+        } finally {
+            UcxShuffleTransport.interruptNextRegistration = false;
+            spark.stop();
+        }
+    }
+
     @Test
     void withFallbackTheBuiltInShuffleCarriesTheJob() {
         SparkSession spark = SparkSession.builder().config(encrypted().set(UcxShuffleConf.FALLBACK, "true"))
