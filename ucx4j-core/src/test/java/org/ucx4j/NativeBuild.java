@@ -32,9 +32,14 @@ final class NativeBuild {
         List<String> cmd = new ArrayList<>(List.of("gcc", "-o", exe.toString(), src.toString()));
         String home = home();
         if (home != null) {
-            // lib or lib64, as ucx4j itself looks for libucp (UcxLibrary)
-            String lib = Files.isDirectory(Path.of(home, "lib64")) && !Files.isDirectory(Path.of(home, "lib"))
-                    ? home + "/lib64" : home + "/lib";
+            // the first folder that holds libucp, in the order ucx4j itself looks (UcxLibrary)
+            String lib = home + "/lib";
+            for (String sub : List.of("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu")) {
+                if (Files.exists(Path.of(home, sub, "libucp.so"))) {
+                    lib = home + "/" + sub;
+                    break;
+                }
+            }
             cmd.addAll(List.of("-I", home + "/include", "-L", lib, "-Wl,-rpath," + lib));
         }
         cmd.addAll(List.of(libs));

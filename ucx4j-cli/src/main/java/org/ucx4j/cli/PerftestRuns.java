@@ -60,23 +60,25 @@ final class PerftestRuns {
      */
     String describe(String ucx4jVersion) {
         String version = null;
+        String unknown = "no ucx_info beside it";
         File info = new File(new File(binary).getParentFile(), "ucx_info");
         if (info.canExecute()) {
+            unknown = info + " -v did not say";
             try {
+                // its few lines fit the pipe: it ends without being read, and a hung one is not waited on
                 Process p = new ProcessBuilder(info.getPath(), "-v").redirectErrorStream(true).start();
-                String out = new String(p.getInputStream().readNBytes(1 << 16), StandardCharsets.UTF_8);
                 if (p.waitFor(10, TimeUnit.SECONDS)) {
-                    version = versionOf(out);
+                    version = versionOf(new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
                 }
                 p.destroyForcibly();
             } catch (IOException e) {
-                // unknown, said below
+                unknown = info + " -v failed: " + e.getMessage();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
         }
         if (version == null) {
-            return binary + " (its UCX version unknown: no ucx_info beside it)";
+            return binary + " (its UCX version unknown: " + unknown + ")";
         }
         return binary + " (UCX " + version + ")" + (version.equals(ucx4jVersion) ? ""
                 : "; it differs from the UCX " + ucx4jVersion + " that ucx4j loaded");

@@ -89,6 +89,11 @@ final class SweepBench implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         long[] sz = checkArguments();
+        if (SendRecvBench.progressMode(progress) == ProgressMode.POLLING
+                && (stacks.contains("perftest") || stacks.contains("nio"))) {
+            throw new UsageException("--progress polling keeps a thread spinning in each ucx4j process, which would "
+                    + "take the two cores ucx_perftest and NIO measure on: use it with --stacks ucx4j");
+        }
         UcxRuns.Api apiKind = UcxRuns.Api.parse(api);
         boolean peerErrors = peerErrors(errorHandling);
         String tls = SendRecvBench.tls(transport);
@@ -111,11 +116,6 @@ final class SweepBench implements Callable<Integer> {
             if (perftestVersion.contains("differs")) {
                 System.err.println("ucx4j: warning: " + perftestVersion);
             }
-        }
-        if (SendRecvBench.progressMode(progress) == ProgressMode.POLLING
-                && (active.contains("perftest") || active.contains("nio"))) {
-            throw new UsageException("--progress polling keeps a thread spinning in each ucx4j process, which would "
-                    + "take the two cores ucx_perftest and NIO measure on: use it with --stacks ucx4j");
         }
         List<Object[]> plan = new ArrayList<>();
         for (int r = 0; r < repeat; r++) {
@@ -205,7 +205,7 @@ final class SweepBench implements Callable<Integer> {
             }
         }
         if (!failures.isEmpty()) {
-            System.err.println("ucx4j: " + failures.size() + " run(s) failed (shown as '-'): "
+            System.err.println("ucx4j: " + failures.size() + " failure(s) (a failed run shows as '-'): "
                     + String.join("; ", failures));
             return 1;
         }

@@ -565,8 +565,20 @@ public final class Ucp {
         }
     }
 
+    /**
+     * Held while ucx4j changes the process environment and while UCX's table printer reads it (hundreds of
+     * {@code getenv} calls), so that two instances opening at once do not read each other's half-set options.
+     */
+    private static final Object ENVIRONMENT = new Object();
+
     /** libc {@code setenv}: the process environment UCX reads its transport options from. */
     public static void setenv(String name, String value, boolean overwrite) {
+        synchronized (ENVIRONMENT) {
+            setenvLocked(name, value, overwrite);
+        }
+    }
+
+    private static void setenvLocked(String name, String value, boolean overwrite) {
         try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
             int rc = (int) Holder.SETENV.invokeExact(a.allocateFrom(name).address(), a.allocateFrom(value).address(),
                     overwrite ? 1 : 0);
@@ -600,14 +612,16 @@ public final class Ucp {
         }
         try (Arena a = Arena.ofConfined()) {
             MemorySegment prefix = a.allocateFrom("UCX_");
-            return capture(f -> {
-                try {
-                    AllOptions.PRINT.invokeExact(f, prefix.address(), Structs.UCS_CONFIG_PRINT_CONFIG,
-                            AllOptions.LIST.address(), 0L);
-                } catch (Throwable t) {
-                    throw rethrow(t);
-                }
-            });
+            synchronized (ENVIRONMENT) {
+                return capture(f -> {
+                    try {
+                        AllOptions.PRINT.invokeExact(f, prefix.address(), Structs.UCS_CONFIG_PRINT_CONFIG,
+                                AllOptions.LIST.address(), 0L);
+                    } catch (Throwable t) {
+                        throw rethrow(t);
+                    }
+                });
+            }
         }
     }
 

@@ -146,10 +146,6 @@ public final class UcxShuffleManager extends SortShuffleManager {
             if (transport == null && !startFailed) {
                 try {
                     transport = new UcxShuffleTransport(conf, SparkEnv.get(), shuffleBlockResolver());
-                    if (stopped) { // stop() came meanwhile: it does not wait for a start (see stop)
-                        transport.close();
-                        throw new IllegalStateException("ucx4j shuffle manager stopped");
-                    }
                 } catch (Exception e) {
                     // the fallback is for UCX failing here; the driver not answering or the task being killed fails
                     // this task only, and the next one tries again
@@ -159,6 +155,12 @@ public final class UcxShuffleManager extends SortShuffleManager {
                     LOG.warn("ucx4j shuffle: this executor could not start ucx4j ({}); its shuffle uses Spark's "
                             + "built-in transfer service ({}=true)", e.toString(), UcxShuffleConf.FALLBACK);
                     startFailed = true;
+                }
+                UcxShuffleTransport started = transport;
+                if (stopped && started != null) { // stop() came meanwhile: it does not wait for a start (see stop)
+                    transport = null;
+                    started.close();
+                    throw new IllegalStateException("ucx4j shuffle manager stopped");
                 }
             }
             return transport;
