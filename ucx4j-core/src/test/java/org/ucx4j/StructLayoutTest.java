@@ -48,7 +48,8 @@ class StructLayoutTest {
             long[] expect = c.get(e.getKey());
             if (e.getKey().equals("UCS_MEMORY_INFO_ROOM")) {
                 // the memory-type cache's header is a devel header: checked where it is installed
-                assertTrue(expect == null || expect[0] <= e.getValue(), () -> "ucs_memory_info_t is " + expect[0] + " B");
+                assertTrue(expect == null || expect[0] <= e.getValue(),
+                        () -> "ucs_memory_info_t is " + expect[0] + " B");
                 continue;
             }
             assertNotNull(expect, "C check does not print " + e.getKey());
