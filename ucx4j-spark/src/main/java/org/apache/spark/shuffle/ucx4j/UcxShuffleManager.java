@@ -35,7 +35,8 @@ public final class UcxShuffleManager extends SortShuffleManager {
 
     private final UcxShuffleConf conf;
     private final boolean enabled;
-    private final Object startLock = new Object();
+    /** Held by a start (and a registration with the driver): a lock a killed task's interrupt ends the wait for. */
+    final java.util.concurrent.locks.ReentrantLock startLock = new java.util.concurrent.locks.ReentrantLock();
     private volatile UcxShuffleTransport transport;
     private volatile boolean stopped;
 
@@ -114,7 +115,8 @@ public final class UcxShuffleManager extends SortShuffleManager {
 
     /** Tells the driver that this executor's blocks are fetched with Spark's own client (see servedByNetty). */
     private void registerServedByNetty() {
-        synchronized (startLock) {
+        lockStart();
+        try {
             if (nettyRegistered) {
                 return;
             }
@@ -124,6 +126,22 @@ public final class UcxShuffleManager extends SortShuffleManager {
             org.apache.spark.util.RpcUtils.makeDriverRef(UcxDriverEndpoint.NAME, env.conf(), env.rpcEnv())
                     .askSync(new UcxDriverEndpoint.Register(me), scala.reflect.ClassTag$.MODULE$.apply(Boolean.class));
             nettyRegistered = true;
+        } finally {
+            startLock.unlock();
+        }
+    }
+
+    /**
+     * Waits for a start under way in another task (which may wait up to Spark's RPC timeout for the driver); a
+     * task killed meanwhile ends its wait, its interrupt status kept.
+     */
+    private void lockStart() {
+        try {
+            startLock.lockInterruptibly();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("ucx4j shuffle: interrupted while waiting for this executor's ucx4j "
+                    + "transport to start", e);
         }
     }
 
@@ -139,7 +157,8 @@ public final class UcxShuffleManager extends SortShuffleManager {
         if (t != null || !enabled || startFailed) {
             return t;
         }
-        synchronized (startLock) {
+        lockStart();
+        try {
             if (stopped) {
                 throw new IllegalStateException("ucx4j shuffle manager stopped");
             }
@@ -164,6 +183,8 @@ public final class UcxShuffleManager extends SortShuffleManager {
                 }
             }
             return transport;
+        } finally {
+            startLock.unlock();
         }
     }
 

@@ -6,6 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.IntStream;
 
 import org.apache.spark.SparkConf;
@@ -162,6 +165,44 @@ class UcxShuffleRefusalTest {
         } finally {
             UcxShuffleTransport.interruptNextRegistration = false;
             spark.stop();
+        }
+    }
+
+    /**
+     * A task that waits for another task's start of the executor's transport (which may itself wait up to Spark's
+     * RPC timeout for the driver) ends its wait when it is killed (interrupted), with its interrupt status kept.
+     */
+    @Test
+    void aTaskKilledWhileAnotherStartsTheTransportStopsWaiting() throws Exception {
+        UcxShuffleManager m = new UcxShuffleManager(new SparkConf(false), false, true);
+        m.startLock.lock(); // the other task's start, waiting for the driver
+        try {
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            AtomicBoolean stillInterrupted = new AtomicBoolean();
+            Thread task = Thread.ofPlatform().start(() -> {
+                try {
+                    UcxShuffleManager.startLocalTransport();
+                } catch (Throwable t) {
+                    failure.set(t);
+                    stillInterrupted.set(Thread.currentThread().isInterrupted());
+                }
+            });
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (!m.startLock.hasQueuedThread(task)) {
+                assertTrue(System.nanoTime() < deadline && task.isAlive(), "the task never waited for the start");
+                Thread.sleep(1);
+            }
+            task.interrupt(); // Spark kills a task by interrupting it
+            task.join(30_000);
+            assertFalse(task.isAlive(), "the killed task still waits for the other task's start");
+            Throwable t = failure.get();
+            assertTrue(t instanceof IllegalStateException && t.getCause() instanceof InterruptedException,
+                    String.valueOf(t));
+            assertTrue(String.valueOf(t.getMessage()).contains("interrupted while waiting"), t.getMessage());
+            assertTrue(stillInterrupted.get(), "the interrupt status was lost");
+        } finally {
+            m.startLock.unlock();
+            m.stop();
         }
     }
 
