@@ -5,11 +5,16 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.stream.Stream;
 
 /** The benchmarks' child processes: none outlives the command, and none is waited on without a bound. */
 final class Children {
@@ -43,6 +48,27 @@ final class Children {
                 }
             }
         });
+    }
+
+    /** util-linux's {@code setpriv}, where this system has it (Linux), else null. */
+    private static final String SETPRIV = Stream.of("/usr/bin/setpriv", "/bin/setpriv")
+            .filter(f -> Files.isExecutable(Path.of(f))).findFirst().orElse(null);
+
+    /**
+     * {@code cmd}, to be started so that it is killed with this process even when this one is killed outright
+     * (SIGKILL, a crash): a native child such as {@code ucx_perftest} cannot watch its parent as ucx4j's own
+     * servers do ({@link #exitWithParent}), so where {@code setpriv} is found it starts the command with a
+     * parent-death signal. Linux sends it when the thread that started the process ends, so start such a command
+     * from a thread that lives as long as it is needed (the command's own main thread). Elsewhere {@code cmd}
+     * unchanged: the JVM's exit hook ({@link #killAllAtExit}) and the benchmarks' time limits remain.
+     */
+    static List<String> endingWithThisProcess(List<String> cmd) {
+        if (SETPRIV == null) {
+            return cmd;
+        }
+        List<String> bound = new ArrayList<>(List.of(SETPRIV, "--pdeathsig", "KILL", "--"));
+        bound.addAll(cmd);
+        return bound;
     }
 
     /**

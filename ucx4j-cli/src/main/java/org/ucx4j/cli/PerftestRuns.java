@@ -193,7 +193,8 @@ final class PerftestRuns {
     private static final int TAIL_LINES = 12;
 
     private Process start(List<String> cmd, boolean quiet) throws IOException {
-        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        // the pair dies with the sweep even when it is killed outright (its server would wait for a client forever)
+        ProcessBuilder pb = new ProcessBuilder(Children.endingWithThisProcess(cmd)).redirectErrorStream(true);
         if (quiet) {
             pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
         }
