@@ -547,7 +547,9 @@ class ActiveMessageTest {
      */
     @Test
     void headerOnlyRendezvousMessagesGiveUcxsReceiveBuffersBack() throws Exception {
-        try (Peer p = Peer.start(Map.of("UCX_POSIX_RX_MAX_BUFS", "256", "UCX_SYSV_RX_MAX_BUFS", "256"), List.of(),
+        // each FIFO slot holds a receive buffer from the start (UCX 1.20's default FIFO has 256 slots, 1.13's 64)
+        try (Peer p = Peer.start(Map.of("UCX_POSIX_RX_MAX_BUFS", "256", "UCX_SYSV_RX_MAX_BUFS", "256",
+                "UCX_POSIX_FIFO_SIZE", "64", "UCX_SYSV_FIFO_SIZE", "64"), List.of(),
                 "header-only-rendezvous", "3000")) {
             assertEquals("3000", p.await("DONE ").trim());
         }
