@@ -559,22 +559,9 @@ public final class Ucx implements AutoCloseable {
         Op op = workerRecv(Buffers.segment(buf, true), tag, mask, false);
         engine.submit(op);
         // waiting on it drives the worker, as waiting on the op would (a get() on the owner thread, in caller mode or
-        // in a handler, would otherwise wait for a worker nobody progresses)
-        CompletableFuture<TagMessage> out = new org.ucx4j.internal.engine.EngineFuture<TagMessage>(engine) {
-            @Override
-            public boolean cancel(boolean mayInterruptIfRunning) {
-                // withdraw the receive itself, not only this view of it
-                return op.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
-            }
-        };
-        op.whenDoneHere((len, e) -> { // ucx4j's own code: where the op completes; users' dependents go to the executor
-            if (e != null) {
-                out.completeExceptionally(e instanceof java.util.concurrent.CompletionException
-                        && e.getCause() != null ? e.getCause() : e);
-            } else {
-                out.complete(new TagMessage(op.senderTag(), len));
-            }
-        });
+        // in a handler, would otherwise wait for a worker nobody progresses); it ends only as the receive does
+        CompletableFuture<TagMessage> out = new org.ucx4j.internal.engine.OpView<>(engine, op,
+                len -> new TagMessage(op.senderTag(), len));
         return out;
     }
 

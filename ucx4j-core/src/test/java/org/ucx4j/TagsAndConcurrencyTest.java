@@ -266,6 +266,66 @@ class TagsAndConcurrencyTest {
     }
 
     /**
+     * A receive's future completed from outside ({@code orTimeout}, {@code completeOnTimeout}, {@code complete})
+     * ends only once UCX has withdrawn the receive: the buffer is the caller's again (nothing writes into it
+     * afterwards) and the next message goes to the next receive, not into the abandoned one.
+     */
+    @Test
+    void aReceiveEndedFromOutsideIsWithdrawnBeforeItsFutureEnds() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment abandoned = arena.allocate(64);
+                MemorySegment next = arena.allocate(64);
+                // the JDK's timer completes it: TimeoutException, as asked, once the receive is withdrawn
+                CompletableFuture<Long> timed = server.recvAsync(abandoned, 5).orTimeout(20, TimeUnit.MILLISECONDS);
+                java.util.concurrent.ExecutionException e = assertThrows(
+                        java.util.concurrent.ExecutionException.class, () -> timed.get(10, TimeUnit.SECONDS));
+                assertInstanceOf(java.util.concurrent.TimeoutException.class, e.getCause());
+                CompletableFuture<Long> defaulted = server.recvAsync(abandoned, 5)
+                        .completeOnTimeout(-1L, 20, TimeUnit.MILLISECONDS);
+                assertEquals(-1L, defaulted.get(10, TimeUnit.SECONDS));
+                CompletableFuture<Long> completed = server.recvAsync(abandoned, 5);
+                assertFalse(completed.complete(-2L), "ends once UCX has withdrawn the receive");
+                assertEquals(-2L, completed.get(10, TimeUnit.SECONDS));
+                CompletableFuture<TagMessage> worker = b.recvTaggedAsync(abandoned, 6, -1);
+                worker.completeExceptionally(new IllegalStateException("given up"));
+                assertInstanceOf(IllegalStateException.class, assertThrows(
+                        java.util.concurrent.ExecutionException.class, () -> worker.get(10, TimeUnit.SECONDS))
+                        .getCause());
+                abandoned.fill((byte) 0);
+                client.send(new byte[] {1, 2, 3}, 5, T);
+                client.sendTagged(new byte[] {4, 5}, 6, T);
+                assertEquals(3, server.recv(next, 5, T), "the message went to the next receive");
+                assertEquals(1, next.get(ValueLayout.JAVA_BYTE, 0));
+                assertEquals(2, b.recvTagged(next, 6, -1, T).length());
+                assertEquals(4, next.get(ValueLayout.JAVA_BYTE, 0));
+                for (long i = 0; i < 64; i++) {
+                    assertEquals(0, abandoned.get(ValueLayout.JAVA_BYTE, i), "nothing landed in the abandoned buffer");
+                }
+                assertTrue(client.isAlive() && server.isAlive());
+            }
+        });
+    }
+
+    /**
+     * A send whose future is timed out from outside ends as a cancel does: UCX cannot withdraw it, so its endpoint
+     * is aborted, and the future ends with the {@code TimeoutException} only once UCX has let go of the buffer.
+     */
+    @Test
+    void aSendTimedOutFromOutsideEndsOnlyWhenUcxHasLetGo() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Long> s = client.sendAsync(Data.pattern(arena, 1 << 20, 1), 77) // nobody receives
+                        .orTimeout(50, TimeUnit.MILLISECONDS);
+                java.util.concurrent.ExecutionException e = assertThrows(
+                        java.util.concurrent.ExecutionException.class, () -> s.get(10, TimeUnit.SECONDS));
+                assertInstanceOf(java.util.concurrent.TimeoutException.class, e.getCause());
+                assertFalse(client.isAlive(), "the endpoint was aborted to withdraw the send before the future ended");
+            }
+        });
+    }
+
+    /**
      * Canceling an async receive races with messages matching it: either the cancel wins (the future is canceled
      * and the message goes to the next receive) or the message does (cancel returns false and the future has it).
      * Every message is accounted for, with its bytes, whichever wins.

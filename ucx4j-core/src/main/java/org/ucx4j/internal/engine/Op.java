@@ -16,7 +16,7 @@ public final class Op extends EngineFuture<Long> {
     static final byte TAG_SEND = 1, TAG_RECV = 2, STREAM_SEND = 3, STREAM_RECV = 4, FLUSH = 5, CLOSE = 6, TASK = 7,
             AM_SEND = 8, AM_DATA = 9, PUT = 10, GET = 11, RMA_FLUSH = 12;
 
-    private static final VarHandle QUEUED, NEXT, CANCEL, WAITER, DONE, PARKED;
+    private static final VarHandle QUEUED, NEXT, CANCEL, WAITER, DONE, PARKED, ASKED;
 
     static {
         try {
@@ -27,6 +27,7 @@ public final class Op extends EngineFuture<Long> {
             WAITER = l.findVarHandle(Op.class, "waiter", Thread.class);
             DONE = l.findVarHandle(Op.class, "done", boolean.class);
             PARKED = l.findVarHandle(Op.class, "waiterParked", boolean.class);
+            ASKED = l.findVarHandle(Op.class, "asked", Asked.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -143,6 +144,64 @@ public final class Op extends EngineFuture<Long> {
         return r;
     }
 
+    /** An outcome asked for from outside while UCX held the caller's memory (see {@link #complete}). */
+    private record Asked(Long value, Throwable error) {}
+
+    @SuppressWarnings("unused") // ASKED
+    private volatile Asked asked;
+
+    /**
+     * Completes the future from outside (a JDK timer's {@code orTimeout} or {@code completeOnTimeout}, or the
+     * application): where UCX still reads or writes the caller's memory for this operation, the future cannot end
+     * yet, or the caller would free memory that UCX then writes into. The operation is then canceled as by
+     * {@link #cancel} (without waiting: a timer thread calls this) and this returns false; once UCX has let go, the
+     * future takes the outcome asked for here, unless the operation completed first (a message that matched is
+     * delivered, never lost). The first outcome asked for wins. Elsewhere, the ordinary completion.
+     */
+    @Override
+    public boolean complete(Long value) {
+        return !deferred(new Asked(value, null)) && super.complete(value);
+    }
+
+    /** As {@link #complete}, with an exception ({@code orTimeout}'s {@code TimeoutException}). */
+    @Override
+    public boolean completeExceptionally(Throwable ex) {
+        java.util.Objects.requireNonNull(ex);
+        return !deferred(new Asked(null, ex)) && super.completeExceptionally(ex);
+    }
+
+    /** As {@link #complete} while UCX holds the caller's memory; afterwards, the ordinary obtrude. */
+    @Override
+    public void obtrudeValue(Long value) {
+        if (!deferred(new Asked(value, null))) {
+            super.obtrudeValue(value);
+        }
+    }
+
+    /** As {@link #completeExceptionally} while UCX holds the caller's memory; afterwards, the ordinary obtrude. */
+    @Override
+    public void obtrudeException(Throwable ex) {
+        java.util.Objects.requireNonNull(ex);
+        if (!deferred(new Asked(null, ex))) {
+            super.obtrudeException(ex);
+        }
+    }
+
+    /**
+     * True where UCX may still use the caller's memory for this async operation: {@code outcome} is kept (the first
+     * one asked for) and the operation canceled; its future ends in {@link #finish}.
+     */
+    private boolean deferred(Asked outcome) {
+        Engine e = engine;
+        if (e == null || blocking || done || e.isTerminated() || !(kind == TAG_RECV || holdsCallerMemory())) {
+            return false;
+        }
+        if (ASKED.compareAndSet(this, (Asked) null, outcome)) {
+            e.cancel(this);
+        }
+        return true;
+    }
+
     /** The bytes this op moves: {@link #length}, except for an active-message send, whose length counts iov entries. */
     long bytes() {
         return kind == AM_SEND ? total : length;
@@ -178,6 +237,7 @@ public final class Op extends EngineFuture<Long> {
         senderTag = 0;
         DONE.set(this, false);
         PARKED.set(this, false);
+        ASKED.set(this, (Asked) null);
     }
 
     /** Records the thread that waits for a blocking op (before submit publishes it, so a plain write). */
@@ -251,14 +311,22 @@ public final class Op extends EngineFuture<Long> {
             }
             try {
                 if (err == null) {
-                    complete(length);
+                    super.complete(length);
                 } else if (cancelRequested && (err.status() == org.ucx4j.internal.ffi.Status.ERR_CANCELED
                         || err instanceof org.ucx4j.EndpointClosedException)) {
                     // withdrawn at the caller's request, or purged by the endpoint abort that the cancel made (a
-                    // send, a stream receive, RMA): a canceled future, as it asked; a dead peer's error stays
-                    super.cancel(false);
+                    // send, a stream receive, RMA): a canceled future, as it asked, or the outcome asked for from
+                    // outside (complete, orTimeout); a dead peer's error stays
+                    Asked a = asked;
+                    if (a == null) {
+                        super.cancel(false);
+                    } else if (a.error() != null) {
+                        super.completeExceptionally(a.error());
+                    } else {
+                        super.complete(a.value());
+                    }
                 } else {
-                    completeExceptionally(err);
+                    super.completeExceptionally(err);
                 }
             } finally {
                 if (owner) {
