@@ -961,6 +961,7 @@ public final class Ucx implements AutoCloseable {
                     + (options.progressMode() == ProgressMode.CALLER ? "the one that opened it" : "its progress thread")
                     + ")");
         }
+        engine.checkProgressAllowed(); // not from a completion inside UCX's own call
         int n = engine.progressOnce();
         engine.stopOnCallerOwner(); // closed by another thread or by a handler meanwhile: released on the way out
         return n;

@@ -158,6 +158,41 @@ class LifecycleGuardsTest {
         });
     }
 
+    /**
+     * Completions also run inside UCX calls other than progress: the cancels of an endpoint's abort. A plain
+     * future's dependent that waits there on another receive of the same endpoint would drive the worker nested in
+     * the cancel, waiting for a cancel only the loop around it would make (the worker's thread hung, and the
+     * {@code Ucx} could not close); it is refused as inside progress, and both receives end.
+     */
+    @Test
+    void waitingInsideAnAbortsCancelIsRefusedNotHung() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Long> first = server.recvAsync(arena.allocate(8), 1);
+                CompletableFuture<Long> second = server.recvAsync(arena.allocate(8), 2);
+                // a plain future's dependent (allOf's) runs where the receive ends: inside the abort's cancel, on
+                // the worker's thread; whichever is canceled first, its dependent waits on the other, still pending
+                CompletableFuture<Long> afterFirst = CompletableFuture.allOf(first).handle((v, e) -> second.join());
+                CompletableFuture<Long> afterSecond = CompletableFuture.allOf(second).handle((v, e) -> first.join());
+                server.abort(); // cancels both receives on the worker's thread
+                int refused = 0;
+                for (CompletableFuture<Long> chained : List.of(afterFirst, afterSecond)) {
+                    java.util.concurrent.ExecutionException e = assertThrows(
+                            java.util.concurrent.ExecutionException.class, () -> chained.get(20, TimeUnit.SECONDS));
+                    if (e.getCause() instanceof IllegalStateException) {
+                        assertTrue(e.getCause().getMessage().contains("inside UCX progress"), e.getCause().getMessage());
+                        refused++;
+                    } else { // the other ran once both had ended
+                        assertInstanceOf(EndpointClosedException.class, e.getCause());
+                    }
+                }
+                assertEquals(1, refused, "the wait inside the first cancel was refused");
+                assertThrows(java.util.concurrent.ExecutionException.class, () -> second.get(10, TimeUnit.SECONDS));
+                assertTrue(first.isDone() && first.isCompletedExceptionally());
+            }
+        });
+    }
+
     @Test
     void cancelingAWorkerLevelReceiveWithdrawsIt() throws Exception {
         FailureTest.pair((a, b, client, server) -> {

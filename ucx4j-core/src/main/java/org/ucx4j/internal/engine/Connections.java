@@ -367,10 +367,15 @@ final class Connections {
     static final long FLUSHING_CLOSE_BOUND_MS = 5000;
 
     private void cancelPending(EndpointCore c) {
-        for (Op op : c.pending.snapshot()) {
-            if (op.request != 0 && !op.done) { // one an earlier cancel's completion ended is skipped
-                Ucp.requestCancel(engine.worker, op.request);
+        boolean was = engine.beginCallbacks(); // completions run inside the cancels, and their dependents
+        try {
+            for (Op op : c.pending.snapshot()) {
+                if (op.request != 0 && !op.done) { // one an earlier cancel's completion ended is skipped
+                    Ucp.requestCancel(engine.worker, op.request);
+                }
             }
+        } finally {
+            engine.endCallbacks(was);
         }
         // polled receives complete inside the cancel, without an event: seen now; UCX cannot cancel a send, which
         // ends with the endpoint's close and is seen at the next full test (every 64 progress calls, or a nap)

@@ -278,6 +278,25 @@ public final class Engine {
         return Thread.currentThread() == owner && !inProgress;
     }
 
+    /**
+     * Marks the start of a UCX call other than progress that may run completion callbacks ({@code
+     * ucp_request_cancel}, a forced {@code ucp_ep_close_nbx}, the worker's destroy) and of the completions ucx4j
+     * delivers right after it (owner thread): code a completion runs there (a dependent of {@code allOf}, say) is
+     * refused a blocking call on this worker as inside progress ({@link #checkNotInProgress}), since the wait would
+     * drive the worker nested in that call (a re-entered UCX, or a destroyed worker) or wait for what only the loop
+     * around it would end. Returns the mark to restore ({@link #endCallbacks}).
+     */
+    boolean beginCallbacks() {
+        boolean was = inProgress;
+        inProgress = true;
+        return was;
+    }
+
+    /** Ends {@link #beginCallbacks}, restoring the mark it returned. */
+    void endCallbacks(boolean was) {
+        inProgress = was;
+    }
+
     public boolean isTerminated() {
         return terminated;
     }
@@ -386,6 +405,11 @@ public final class Engine {
      * that a completion runs there (a dependent of {@code CompletableFuture.allOf} on a ucx4j future, say) gets a
      * clear error instead.
      */
+    /** {@code Ucx.progress()}: refused from code a completion runs inside UCX's own call (see below). */
+    public void checkProgressAllowed() {
+        checkNotInProgress("progress()");
+    }
+
     private void checkNotInProgress(String what) {
         if (inProgress) {
             throw new IllegalStateException(what + ": a blocking call from code running inside UCX progress (a "
@@ -707,7 +731,12 @@ public final class Engine {
                 return -1;
             }
             if (ep.state != EndpointCore.OPEN || ep.failure != null || stopRequested) {
-                Ucp.requestCancel(worker, r);
+                boolean was = beginCallbacks();
+                try {
+                    Ucp.requestCancel(worker, r);
+                } finally {
+                    endCallbacks(was);
+                }
                 return -1;
             }
         }
@@ -1638,11 +1667,12 @@ public final class Engine {
             work++;
         }
         int events;
+        boolean was = inProgress; // false, but for a progress call made from a completion (refused, see callers)
         inProgress = true;
         try {
             events = Ucp.workerProgress(worker);
         } finally {
-            inProgress = false;
+            inProgress = was;
         }
         work += events;
         // polled receives and sends complete inside a progress call that did some work: tested after those (sends up
@@ -2041,10 +2071,15 @@ public final class Engine {
             }
         }
         connections.abortAll();
-        for (Op r : requests.workerRecvs.snapshot()) {
-            if (r.request != 0 && !r.done) {
-                Ucp.requestCancel(worker, r.request);
+        boolean was = beginCallbacks();
+        try {
+            for (Op r : requests.workerRecvs.snapshot()) {
+                if (r.request != 0 && !r.done) {
+                    Ucp.requestCancel(worker, r.request);
+                }
             }
+        } finally {
+            endCallbacks(was);
         }
         if (!terminated && driving > 0) { // raw peers' messages: their waiters, as the release would
             amReceiver.rawInbox.failWaiters(closedError("receive"));
@@ -2126,6 +2161,10 @@ public final class Engine {
                 }
             }
             closeWakes();
+            // from here nothing may drive the worker, not even a completion's dependent that waits on a future
+            // (its wait would progress a destroyed worker): such waits are refused as inside progress; the mark
+            // stays, the worker being gone for good
+            beginCallbacks();
             Ucp.workerDestroy(worker);
             // UCX can no longer touch the stuck ops' memory: now their callers hear of it (and may free their
             // buffers), and their staging memory goes
@@ -2151,6 +2190,7 @@ public final class Engine {
             connections.clearLostUnread(closed);
         } catch (Throwable t) {
             LOG.error("ucx4j: error while closing worker {}", name, t);
+            beginCallbacks(); // as above: the worker may be gone
             finishStuck(stuck); // nobody may wait forever, whatever failed above
         } finally {
             terminated = true;

@@ -288,7 +288,13 @@ final class Requests {
                 boolean force = engine.peerErrorHandling;
                 engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
                         Upcalls.SEND.address(), engine.userData(slot), force ? UCP_EP_CLOSE_FLAG_FORCE : 0);
-                long r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
+                long r;
+                boolean was = engine.beginCallbacks(); // a forced close ends what is pending inside the call
+                try {
+                    r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
+                } finally {
+                    engine.endCallbacks(was);
+                }
                 posted(op, slot, r, 0, 0);
             }
             default -> throw new IllegalStateException("unknown op kind " + op.kind);
@@ -452,9 +458,14 @@ final class Requests {
             return;
         }
         if (op.kind == Op.TAG_RECV) {
-            Ucp.requestCancel(worker, op.request);
-            if (op.polled) {
-                engine.pollRecv(op); // UCX completed it inside the cancel (no callback, no event): finish it now
+            boolean was = engine.beginCallbacks(); // its completion may run inside the cancel, with dependents
+            try {
+                Ucp.requestCancel(worker, op.request);
+                if (op.polled) {
+                    engine.pollRecv(op); // UCX completed it inside the cancel (no callback, no event): finished now
+                }
+            } finally {
+                engine.endCallbacks(was);
             }
         } else if (op.ep != null && op.kind != Op.RMA_FLUSH) {
             // UCX cannot cancel a send (or a stream receive, a put, a get) in flight: abort the endpoint, which
