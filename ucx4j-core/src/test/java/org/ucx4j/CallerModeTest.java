@@ -813,6 +813,34 @@ class CallerModeTest {
         });
     }
 
+    /**
+     * Another thread's close ends an untimed blocking call of a third thread whose operation the idle owner never
+     * took (it waits in the worker's queue): UCX never saw it, so it fails at once as closed, instead of waiting for
+     * an owner that may never call again.
+     */
+    @Test
+    void anotherThreadsCloseEndsAnUntimedCallWaitingInTheQueueOfAnIdleOwner() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment buf = arena.allocate(8);
+                CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+                Thread t = Thread.ofVirtual().start(() -> {
+                    try {
+                        client.recv(buf, 6); // no timeout; the owner (this thread) does not progress
+                        outcome.complete(null);
+                    } catch (Throwable e) {
+                        outcome.complete(e);
+                    }
+                });
+                Thread.ofVirtual().start(a::close); // another thread's close: only the owner could release
+                Throwable e = outcome.get(20, TimeUnit.SECONDS);
+                assertInstanceOf(UcxException.class, e, String.valueOf(e));
+                assertTrue(e.getMessage().contains("closed"), e.getMessage());
+                t.join();
+            }
+        });
+    }
+
     @Test
     void anOwnerWaitingLongSpinsOnceThenNapsUntilItsMessageComes() throws Exception {
         // the backoff spins (~1 ms of progress calls) only after work; an owner that restarted the spin after

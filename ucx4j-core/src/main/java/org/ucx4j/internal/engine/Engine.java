@@ -1219,6 +1219,11 @@ public final class Engine {
                         withdraw(op);
                     }
                 }
+                if (stopRequested && !op.done && op.claimQueued()) {
+                    // the worker closes, and its owner may never take the op (caller mode: an owner busy elsewhere
+                    // releases the worker only at its next call): UCX never saw it, so it ends here
+                    Requests.endedBeforeStart(op, closedError(op.what));
+                }
             }
         }
         if (interrupted) {

@@ -63,14 +63,19 @@ final class Requests {
      * received by the next try instead of being lost.
      */
     static void canceledBeforeStart(Op op) {
+        endedBeforeStart(op, new CanceledException(op.what + " canceled before it started ("
+                + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
+    }
+
+    /** Ends an op taken back before UCX saw it (by whoever took it out of the queue) with {@code error}. */
+    static void endedBeforeStart(Op op, UcxException error) {
         freeOwned(op);
         Runnable giveBack = op.onWithdrawn;
         op.onWithdrawn = null;
         if (giveBack != null) {
             giveBack.run();
         }
-        op.finish(0, 0, new CanceledException(op.what + " canceled before it started ("
-                + Status.name(Status.ERR_CANCELED) + ")", Status.ERR_CANCELED));
+        op.finish(0, 0, error);
     }
 
     /** Fails {@code op} at once if its endpoint cannot take it (closed, failed, not yet open): true then. */
