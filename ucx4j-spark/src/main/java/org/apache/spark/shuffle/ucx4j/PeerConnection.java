@@ -26,7 +26,7 @@ import org.ucx4j.UcxTimeoutException;
  * One reducer-side connection to one executor's block server, shared by all tasks of this executor. Requests are
  * pipelined; a virtual thread receives the answers and hands each block to its request's listener as it lands.
  * When the connection fails (the peer died: UCX reports it within seconds) or a request sees no data, and the
- * connection none either, for {@code spark.network.timeout}, every block still outstanding is failed: the client asks again on a new connection
+ * connection none either, for {@code spark.shuffle.io.connectionTimeout}, every block still outstanding is failed: the client asks again on a new connection
  * ({@link UcxBlockClient}), and once its retries are spent Spark turns the failure into a
  * {@code FetchFailedException} and a map-stage retry. Blocks Spark wants on disk (it passes a
  * {@link DownloadFileManager} for requests above {@code spark.network.maxRemoteBlockSizeFetchToMem}) arrive in parts
@@ -260,14 +260,15 @@ final class PeerConnection {
     }
 
     /**
-     * Fails every request that got no data for {@code spark.network.timeout} while the connection got none either,
+     * Fails every request that got no data for {@code spark.shuffle.io.connectionTimeout} (by default
+     * {@code spark.network.timeout}) while the connection got none either,
      * and retires the connection, so that the retries go to a new one (as Netty closes a channel that stays quiet
      * with requests outstanding). A request waiting behind others is not stalled while their data comes: the
      * server answers a connection's requests one after another, and a long to-disk stream can hold later ones up.
      */
     private void expireStalled() {
         long now = System.nanoTime();
-        if (now - lastTraffic <= timeoutNanos) {
+        if (timeoutNanos == 0 || now - lastTraffic <= timeoutNanos) { // zero: no idle timeout (as Netty's)
             return;
         }
         java.util.List<Long> stalled = new java.util.ArrayList<>();
@@ -283,7 +284,8 @@ final class PeerConnection {
         retire();
         for (long requestId : stalled) {
             fail(requestId, new IOException("ucx4j shuffle: no data from " + describe() + " for "
-                    + Duration.ofNanos(timeoutNanos).toSeconds() + " s (spark.network.timeout)"));
+                    + Duration.ofNanos(timeoutNanos).toMillis() / 1000.0 + " s (" + UcxShuffleConf.CONNECTION_TIMEOUT
+                    + ", by default spark.network.timeout)"));
         }
         closeIfRetiredAndIdle();
     }

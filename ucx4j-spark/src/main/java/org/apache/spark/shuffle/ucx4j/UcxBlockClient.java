@@ -17,13 +17,13 @@ import org.apache.spark.network.shuffle.RetryingBlockTransferor;
  * {@code spark.network.maxRemoteBlockSizeFetchToMem}) they are streamed into its download files in parts.
  *
  * <p>Failures are retried as Netty's client retries them, by Spark's own {@link RetryingBlockTransferor}: an I/O
- * failure (the connection lost or never made, no data for {@code spark.network.timeout}, no memory for a block on
+ * failure (the connection lost or never made, no data for {@code spark.shuffle.io.connectionTimeout}, no memory for a block on
  * this side) asks again for every block not yet delivered, up to {@code spark.shuffle.io.maxRetries} times
  * {@code spark.shuffle.io.retryWait} apart (on a new connection where the old one failed or stalled); so a live
  * executor that dropped one connection, or was slow to answer once (a long GC pause), is not taken for lost, which
  * would cost Spark every map output on it. Not retried: a block the server refused (it cannot read it), as Netty
  * does not retry a server's failure; blocks handed to Spark's own client, which retries by itself; and blocks of
- * an executor that served this fetch before and that the driver has dropped since (it is gone).
+ * an executor that the driver named a ucx4j server of before and has dropped since (it is gone).
  */
 final class UcxBlockClient extends BlockStoreClient {
     private final UcxShuffleTransport transport;
@@ -85,7 +85,9 @@ final class UcxBlockClient extends BlockStoreClient {
                 for (int tries = 1; ; tries++) {
                     if (transport.servedByNetty(execId, true)) {
                         settled = true;
-                        if (reached) { // it served this fetch before, and the driver has dropped it since
+                        if (reached || transport.servedOverUcxBefore(execId)) {
+                            // it served this fetch (or, as the driver said, this executor) over ucx4j before, and
+                            // the driver has dropped it since: gone
                             throw new IOException("the executor is gone (the driver no longer knows its server)");
                         }
                         // no UCX there, or blocks migrated to it: Spark's own client fetches them

@@ -9,6 +9,8 @@ import org.ucx4j.ProgressMode;
 import org.ucx4j.Ucx;
 import org.ucx4j.UcxOptions;
 
+import org.slf4j.LoggerFactory;
+
 import scala.Tuple2;
 
 /** The plug-in's settings, all under {@code spark.ucx4j.}; documented in the README. */
@@ -109,12 +111,17 @@ final class UcxShuffleConf {
 
     /**
      * A request that sees no data for this long fails: Spark's own idle timeout for shuffle connections,
-     * {@code spark.shuffle.io.connectionTimeout}, which defaults to {@code spark.network.timeout} (120 s).
+     * {@code spark.shuffle.io.connectionTimeout}, which defaults to {@code spark.network.timeout} (120 s). Zero
+     * (no such timeout) for a value under a second, as Spark's Netty client takes it (whole seconds, 0 turning its
+     * idle check off), so that no setting fails fetches here that Netty would let wait.
      */
     Duration networkTimeout() {
-        return Duration.ofSeconds(conf.getTimeAsSeconds("spark.shuffle.io.connectionTimeout",
-                conf.get("spark.network.timeout", "120s")));
+        long ms = conf.getTimeAsMs(CONNECTION_TIMEOUT, conf.get("spark.network.timeout", "120s"));
+        return ms < 1000 ? Duration.ZERO : Duration.ofMillis(ms);
     }
+
+    /** Spark's idle timeout of shuffle connections (see {@link #networkTimeout}). */
+    static final String CONNECTION_TIMEOUT = "spark.shuffle.io.connectionTimeout";
 
     /**
      * UCX settings the shuffle needs unless the user sets them: with peer-failure detection, UCX 1.13 has no
@@ -167,6 +174,12 @@ final class UcxShuffleConf {
         check(SERVER_BYTES_IN_FLIGHT, () -> positive(serverBytesInFlight()));
         check(RECEIVE_CACHE, () -> range(receiveCache(), 0, Long.MAX_VALUE));
         check(UCX_PREFIX + "*", this::ucxOptions);
+        check(CONNECTION_TIMEOUT, this::networkTimeout);
+        if (networkTimeout().isZero()) {
+            LoggerFactory.getLogger(UcxShuffleConf.class).warn("ucx4j shuffle: {} is under a second: as with "
+                    + "Spark's own shuffle client, fetches have no idle timeout (a dead peer still fails them)",
+                    CONNECTION_TIMEOUT);
+        }
         if (Ucx.isAvailable()) {
             for (Tuple2<String, String> kv : conf.getAllWithPrefix(UCX_PREFIX)) {
                 check(UCX_PREFIX + kv._1(), () -> Ucx.config(UcxOptions.defaults().with(kv._1(), kv._2())));

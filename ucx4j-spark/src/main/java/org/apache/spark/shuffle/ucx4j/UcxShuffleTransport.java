@@ -35,7 +35,7 @@ import scala.reflect.ClassTag$;
  * killed while writing into it; UCX cannot recover), the transport replaces its {@code Ucx}: a new instance with a
  * new block server, registered with the driver, takes every new connection; the old one stops listening, tells its
  * remaining reducers to go elsewhere ({@link Wire#GOAWAY}), lets requests in flight finish, and closes once its
- * connections are gone (at the latest after {@code spark.network.timeout}). Reducers that find a peer's cached
+ * connections are gone (at the latest after {@code spark.shuffle.io.connectionTimeout}). Reducers that find a peer's cached
  * address dead ask the driver again, so they follow a peer that did the same.
  */
 final class UcxShuffleTransport implements AutoCloseable {
@@ -302,13 +302,14 @@ final class UcxShuffleTransport implements AutoCloseable {
 
     /**
      * Closes a replaced instance once its connections are gone, or once nothing has moved on them for
-     * {@code spark.network.timeout} (measured from the last byte, not from the replacement, so a long transfer still
+     * {@code spark.shuffle.io.connectionTimeout} (120 s where that is under a second; measured from the last byte, not from the replacement, so a long transfer still
      * running there, a multi-GB block streamed to disk, say, is not cut off while it makes progress).
      */
     private static final java.time.Duration DRAIN_GRACE = java.time.Duration.ofSeconds(1);
 
     private void drainAndClose(Generation old) {
-        long quiet = conf.networkTimeout().toNanos();
+        java.time.Duration timeout = conf.networkTimeout();
+        long quiet = (timeout.isZero() ? java.time.Duration.ofSeconds(120) : timeout).toNanos(); // zero: none set
         long deadline = System.nanoTime() + quiet;
         // a reducer whose handshake ended as the listener closed reaches the server's clients only once its
         // handler thread runs: idle or not, the instance lives this long, for such a reducer to be told GOAWAY
@@ -620,7 +621,25 @@ final class UcxShuffleTransport implements AutoCloseable {
             return null; // not remembered: the executor may start its block server later
         }
         addresses.put(peerExecutorId, found);
+        if (!found.isServedByNetty()) {
+            servedOverUcx.add(peerExecutorId);
+        }
         return found;
+    }
+
+    /**
+     * Executors the driver named a ucx4j block server of (kept after the driver drops them): one of them that the
+     * driver no longer knows is gone, whichever fetch asks first (see {@link #servedOverUcxBefore}).
+     */
+    private final java.util.Set<String> servedOverUcx = ConcurrentHashMap.newKeySet();
+
+    /**
+     * Whether the driver ever named a ucx4j block server of {@code peerExecutorId} to this executor: if it no
+     * longer knows one, the executor is gone, and its blocks fail at once instead of going to Spark's own client
+     * (which would retry a dead address for {@code spark.shuffle.io.maxRetries} x {@code retryWait} first).
+     */
+    boolean servedOverUcxBefore(String peerExecutorId) {
+        return servedOverUcx.contains(peerExecutorId);
     }
 
     /**

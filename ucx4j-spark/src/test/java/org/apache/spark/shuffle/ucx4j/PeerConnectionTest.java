@@ -3,6 +3,7 @@ package org.apache.spark.shuffle.ucx4j;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.foreign.MemorySegment;
@@ -198,12 +199,27 @@ class PeerConnectionTest {
                 Throwable e = failed.get(20, TimeUnit.SECONDS);
                 assertFalse(retriedHere.get(), "a retry from the failure callback is refused: the connection is "
                         + "retired before its requests fail");
-                assertTrue(e instanceof java.io.IOException && e.getMessage().contains("spark.network.timeout"),
-                        String.valueOf(e));
+                assertTrue(e instanceof java.io.IOException
+                        && e.getMessage().contains("spark.shuffle.io.connectionTimeout"), String.valueOf(e));
                 assertEquals(c, unusable.get(10, TimeUnit.SECONDS), "the client was told to forget it");
                 assertTrue(!c.isUsable());
                 assertTrue(!c.fetch(12, new String[] {"w"}, firstOutcome(new CompletableFuture<>()), null), "a retired connection takes no new request");
                 serverSide.closeFuture().get(20, TimeUnit.SECONDS); // nothing was pending: it closed
+            }
+        }
+    }
+
+    /** Without an idle timeout (a connection timeout under a second, as Netty takes it) a quiet request waits. */
+    @Test
+    void withoutAnIdleTimeoutAQuietRequestIsNotFailed() throws Exception {
+        try (Ucx server = Ucx.open(); Ucx reducer = Ucx.open()) {
+            try (Link link = Link.open(server, reducer, Duration.ZERO, x -> {})) {
+                CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+                assertTrue(link.connection().fetch(11, new String[] {"z"}, firstOutcome(outcome), null));
+                link.serverSide().amRecv(Duration.ofSeconds(10)).close(); // the request, not answered yet
+                // the stall check runs every second: three of them pass
+                assertThrows(java.util.concurrent.TimeoutException.class, () -> outcome.get(3, TimeUnit.SECONDS));
+                assertTrue(link.connection().isUsable());
             }
         }
     }
