@@ -832,6 +832,12 @@ class CallerModeTest {
                         outcome.complete(e);
                     }
                 });
+                // the receive waits in the queue (the thread parks) before the close: else it would be refused
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                while (t.getState() != Thread.State.WAITING && t.getState() != Thread.State.TIMED_WAITING) {
+                    assertTrue(System.nanoTime() < deadline && !outcome.isDone(), "the receive never waited");
+                    Thread.sleep(1);
+                }
                 Thread.ofVirtual().start(a::close); // another thread's close: only the owner could release
                 Throwable e = outcome.get(20, TimeUnit.SECONDS);
                 assertInstanceOf(UcxException.class, e, String.valueOf(e));

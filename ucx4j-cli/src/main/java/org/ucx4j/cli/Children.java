@@ -50,14 +50,32 @@ final class Children {
         });
     }
 
-    /** util-linux's {@code setpriv}, where this system has it (Linux), else null. */
+    /** util-linux's {@code setpriv}, where this system has one that sets a parent-death signal (2.33+), else null. */
     private static final String SETPRIV = Stream.of("/usr/bin/setpriv", "/bin/setpriv")
-            .filter(f -> Files.isExecutable(Path.of(f))).findFirst().orElse(null);
+            .filter(f -> Files.isExecutable(Path.of(f)) && setsParentDeathSignal(f)).findFirst().orElse(null);
+
+    /** Whether {@code setpriv} takes {@code --pdeathsig} (older ones exit with a usage error). */
+    private static boolean setsParentDeathSignal(String setpriv) {
+        try {
+            Process p = new ProcessBuilder(setpriv, "--pdeathsig", "KILL", "--", "true")
+                    .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+            if (!p.waitFor(10, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                return false;
+            }
+            return p.exitValue() == 0;
+        } catch (IOException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
 
     /**
      * {@code cmd}, to be started so that it is killed with this process even when this one is killed outright
      * (SIGKILL, a crash): a native child such as {@code ucx_perftest} cannot watch its parent as ucx4j's own
-     * servers do ({@link #exitWithParent}), so where {@code setpriv} is found it starts the command with a
+     * servers do ({@link #exitWithParent}), so where a {@code setpriv} that can is found it starts the command with a
      * parent-death signal. Linux sends it when the thread that started the process ends, so start such a command
      * from a thread that lives as long as it is needed (the command's own main thread). Elsewhere {@code cmd}
      * unchanged: the JVM's exit hook ({@link #killAllAtExit}) and the benchmarks' time limits remain.

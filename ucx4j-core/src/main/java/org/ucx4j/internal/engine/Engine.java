@@ -411,7 +411,7 @@ public final class Engine {
     }
 
     private void checkNotInProgress(String what) {
-        if (inProgress) {
+        if (inProgress && !terminated) { // the worker's destroy leaves the mark (see shutdownOnOwner): gone then
             throw new IllegalStateException(what + ": a blocking call from code running inside UCX progress (a "
                     + "completion on the worker's own thread); use the async form, or continue on another thread "
                     + "(thenApplyAsync)");

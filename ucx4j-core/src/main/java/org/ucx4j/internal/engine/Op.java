@@ -193,8 +193,11 @@ public final class Op extends EngineFuture<Long> {
      */
     private boolean deferred(Asked outcome) {
         Engine e = engine;
-        if (e == null || blocking || done || e.isTerminated() || !(kind == TAG_RECV || holdsCallerMemory())) {
+        if (e == null || blocking || e.isTerminated() || !(kind == TAG_RECV || holdsCallerMemory())) {
             return false;
+        }
+        if (done) { // UCX has let go: finish completes the future now, with the operation's own outcome, unless
+            return !isDone(); // it has (then the ordinary completion, which does nothing more)
         }
         if (ASKED.compareAndSet(this, (Asked) null, outcome)) {
             e.cancel(this);

@@ -15,7 +15,9 @@ public final class OpView<T> extends EngineFuture<T> {
             false) {};
 
     private final Op op;
-    private volatile T askedValue;
+    /** The first value asked for from outside, boxed (it may be null), or null. */
+    private final java.util.concurrent.atomic.AtomicReference<Object[]> askedValue =
+            new java.util.concurrent.atomic.AtomicReference<>();
 
     /** A view of {@code op} (submitted or not yet) whose result is {@code result} of the operation's length. */
     public OpView(Engine engine, Op op, LongFunction<T> result) {
@@ -26,7 +28,9 @@ public final class OpView<T> extends EngineFuture<T> {
             if (e == null) {
                 super.complete(result.apply(len));
             } else if (e == ASKED_VALUE) {
-                super.complete(askedValue);
+                @SuppressWarnings("unchecked")
+                T v = (T) askedValue.get()[0];
+                super.complete(v);
             } else {
                 super.completeExceptionally(cause);
             }
@@ -44,8 +48,10 @@ public final class OpView<T> extends EngineFuture<T> {
         if (isDone()) {
             return false;
         }
-        askedValue = value; // read after the op's completion, which the write below happens before
-        op.completeExceptionally(ASKED_VALUE);
+        // the first value asked for is kept; it is read after the op's completion, which this write happens before
+        if (askedValue.compareAndSet(null, new Object[] {value})) {
+            op.completeExceptionally(ASKED_VALUE);
+        }
         return false; // this view completes with the operation
     }
 

@@ -116,7 +116,10 @@ final class UcxShuffleConf {
      * idle check off), so that no setting fails fetches here that Netty would let wait.
      */
     Duration networkTimeout() {
-        long ms = conf.getTimeAsMs(CONNECTION_TIMEOUT, conf.get("spark.network.timeout", "120s"));
+        String value = conf.get(CONNECTION_TIMEOUT, conf.get("spark.network.timeout", "120s")).trim();
+        // a number without a unit is seconds, as Spark reads both settings (not milliseconds, as getTimeAsMs would)
+        long ms = org.apache.spark.network.util.JavaUtils.timeStringAsMs(value.matches("[0-9]+") ? value + "s"
+                : value);
         return ms < 1000 ? Duration.ZERO : Duration.ofMillis(ms);
     }
 

@@ -26,6 +26,8 @@ class UcxShuffleConfTest {
         assertEquals(java.time.Duration.ofSeconds(300), new UcxShuffleConf(conf).networkTimeout());
         conf.set("spark.shuffle.io.connectionTimeout", "10min");
         assertEquals(java.time.Duration.ofSeconds(600), new UcxShuffleConf(conf).networkTimeout());
+        conf.set("spark.shuffle.io.connectionTimeout", "600"); // seconds, as Spark reads a number without a unit
+        assertEquals(java.time.Duration.ofSeconds(600), new UcxShuffleConf(conf).networkTimeout());
         conf.set("spark.shuffle.io.connectionTimeout", "1500ms");
         assertEquals(java.time.Duration.ofMillis(1500), new UcxShuffleConf(conf).networkTimeout());
         // under a second Netty's client (whole seconds, 0 = off) has no idle timeout: neither has ucx4j's
