@@ -400,16 +400,16 @@ public final class Engine {
         }
     }
 
+    /** {@code Ucx.progress()}: refused from code a completion runs inside UCX's own call (see checkNotInProgress). */
+    public void checkProgressAllowed() {
+        checkNotInProgress("progress()");
+    }
+
     /**
      * A blocking wait on the owner thread must progress the worker, which UCX forbids inside its own callbacks: code
      * that a completion runs there (a dependent of {@code CompletableFuture.allOf} on a ucx4j future, say) gets a
      * clear error instead.
      */
-    /** {@code Ucx.progress()}: refused from code a completion runs inside UCX's own call (see below). */
-    public void checkProgressAllowed() {
-        checkNotInProgress("progress()");
-    }
-
     private void checkNotInProgress(String what) {
         if (inProgress && !terminated) { // the worker's destroy leaves the mark (see shutdownOnOwner): gone then
             throw new IllegalStateException(what + ": a blocking call from code running inside UCX progress (a "

@@ -26,8 +26,8 @@ import org.ucx4j.UcxTimeoutException;
  * One reducer-side connection to one executor's block server, shared by all tasks of this executor. Requests are
  * pipelined; a virtual thread receives the answers and hands each block to its request's listener as it lands.
  * When the connection fails (the peer died: UCX reports it within seconds) or a request sees no data, and the
- * connection none either, for {@code spark.shuffle.io.connectionTimeout}, every block still outstanding is failed: the client asks again on a new connection
- * ({@link UcxBlockClient}), and once its retries are spent Spark turns the failure into a
+ * connection none either, for {@code spark.shuffle.io.connectionTimeout}, every block still outstanding is
+ * failed: the client asks again on a new connection ({@link UcxBlockClient}), and once its retries are spent Spark turns the failure into a
  * {@code FetchFailedException} and a map-stage retry. Blocks Spark wants on disk (it passes a
  * {@link DownloadFileManager} for requests above {@code spark.network.maxRemoteBlockSizeFetchToMem}) arrive in parts
  * that are written to Spark's temporary download file as they land, in order, so memory stays bounded.

@@ -17,8 +17,8 @@ import org.apache.spark.network.shuffle.RetryingBlockTransferor;
  * {@code spark.network.maxRemoteBlockSizeFetchToMem}) they are streamed into its download files in parts.
  *
  * <p>Failures are retried as Netty's client retries them, by Spark's own {@link RetryingBlockTransferor}: an I/O
- * failure (the connection lost or never made, no data for {@code spark.shuffle.io.connectionTimeout}, no memory for a block on
- * this side) asks again for every block not yet delivered, up to {@code spark.shuffle.io.maxRetries} times
+ * failure (the connection lost or never made, no data for {@code spark.shuffle.io.connectionTimeout}, no memory
+ * for a block on this side) asks again for every block not yet delivered, up to {@code spark.shuffle.io.maxRetries} times
  * {@code spark.shuffle.io.retryWait} apart (on a new connection where the old one failed or stalled); so a live
  * executor that dropped one connection, or was slow to answer once (a long GC pause), is not taken for lost, which
  * would cost Spark every map output on it. Not retried: a block the server refused (it cannot read it), as Netty
