@@ -967,9 +967,12 @@ public final class Ucx implements AutoCloseable {
         return n;
     }
 
-    /** {@return true once {@link #close()} was called} */
+    /**
+     * {@return true once {@link #close()} was called, or once the worker stopped on its own (its progress thread
+     * died of an unexpected error, which is logged: what was pending then failed as closed)}
+     */
     public boolean isClosed() {
-        return closed.get();
+        return closed.get() || engine.isTerminated();
     }
 
     /**

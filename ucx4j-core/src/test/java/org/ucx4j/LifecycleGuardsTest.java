@@ -93,6 +93,56 @@ class LifecycleGuardsTest {
     }
 
     @Test
+    void aProgressThreadThatDiesTakesTheWorkerDownAndNothingWaitsForever() throws Exception {
+        try (Ucx doomed = Ucx.open(UcxOptions.defaults().withName("doomed")); Ucx b = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = doomed.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                byte[] got = new byte[8];
+                CompletableFuture<Long> pending = client.recvAsync(got, 5);
+                CompletableFuture<Throwable> blocked = new CompletableFuture<>(); // an untimed blocking call
+                Thread.startVirtualThread(() -> {
+                    try {
+                        client.recv(new byte[8], 7);
+                        blocked.complete(null);
+                    } catch (Throwable t) {
+                        blocked.complete(t);
+                    }
+                });
+                java.util.concurrent.atomic.AtomicBoolean thrown = new java.util.concurrent.atomic.AtomicBoolean();
+                try {
+                    org.ucx4j.internal.engine.TestHooks.onIdleTurn(() -> {
+                        if (Thread.currentThread().getName().startsWith("ucx4j-progress-doomed-")
+                                && !thrown.getAndSet(true)) {
+                            throw new OutOfMemoryError("injected by the test");
+                        }
+                    });
+                    Data.eventually(thrown::get);
+                } finally {
+                    org.ucx4j.internal.engine.TestHooks.onIdleTurn(null);
+                }
+                Data.eventually(doomed::isClosed);
+                java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+                        () -> pending.get(10, TimeUnit.SECONDS));
+                assertInstanceOf(UcxException.class, e.getCause());
+                assertInstanceOf(UcxException.class, blocked.get(10, TimeUnit.SECONDS));
+                assertFalse(client.isAlive());
+                assertTrue(client.isClosed());
+                // calls made afterwards fail at once as closed, a blocking one included
+                assertThrows(EndpointClosedException.class, () -> client.send(new byte[1], 1, T));
+                assertThrows(EndpointClosedException.class, () -> client.recv(new byte[1], 1));
+                doomed.close(); // idempotent and quick: the worker is already gone
+                // the peer learns of it as of any peer's end (its receive fails, typed, not hung)
+                CompletableFuture<Long> left = server.recvAsync(new byte[1], 6);
+                java.util.concurrent.ExecutionException x = assertThrows(java.util.concurrent.ExecutionException.class,
+                        () -> left.get(10, TimeUnit.SECONDS));
+                assertInstanceOf(UcxException.class, x.getCause());
+            }
+        }
+    }
+
+    @Test
     void aTimedOutSendIsATimeoutAndItsEndpointIsAborted() throws Exception {
         FailureTest.pair((a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {

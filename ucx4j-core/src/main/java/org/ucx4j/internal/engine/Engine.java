@@ -1624,6 +1624,10 @@ public final class Engine {
                 }
                 if (progressOnce() == 0) {
                     Thread.interrupted(); // its own flag: one a handler left set would turn every nap into a spin
+                    Runnable hook = TestHooks.onIdleTurn;
+                    if (hook != null) {
+                        hook.run();
+                    }
                     idleStep(null);
                 } else {
                     idle = 0;
@@ -1637,6 +1641,9 @@ public final class Engine {
                 }
             }
         } catch (Throwable t) {
+            // (out of memory, say) the worker goes as if closed: whatever checks for a stop sees one, and every
+            // wait and pending operation ends as closed
+            stopRequested = true;
             LOG.error("ucx4j progress thread {} died", name, t);
         } finally {
             shutdownOnOwner();

@@ -83,6 +83,13 @@ public final class TestHooks {
         beforeHandOver = hook;
     }
 
+    /** Runs on a progress thread at each of its idle turns (to make it fail as an unexpected error would). */
+    static volatile Runnable onIdleTurn;
+
+    public static void onIdleTurn(Runnable hook) {
+        onIdleTurn = hook;
+    }
+
     /** Endpoints kept open after their handshake was lost ({@link Connections#park}), all engines. */
     static final java.util.concurrent.atomic.AtomicInteger parked = new java.util.concurrent.atomic.AtomicInteger();
 
