@@ -265,14 +265,15 @@ public final class Endpoint implements AutoCloseable {
     }
 
     private CompletableFuture<Long> sendSegmentAsync(MemorySegment seg, long wireTag) {
-        Op op = startTagSend(seg, wireTag, false);
+        Op op = startTagSend(seg, wireTag, false, Long.MAX_VALUE);
         return op == InCall.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
     private void sendSegment(MemorySegment seg, long wireTag, long timeoutNanos) {
-        Op op = startTagSend(seg, wireTag, true);
+        long deadline = engine.deadline(timeoutNanos);
+        Op op = startTagSend(seg, wireTag, true, deadline);
         if (op != InCall.SENT) {
-            engine.await(op, timeoutNanos);
+            engine.await(op, Engine.timeLeft(timeoutNanos, deadline));
         }
     }
 
@@ -283,9 +284,9 @@ public final class Endpoint implements AutoCloseable {
      * operation object ({@link InCall#SENT}; the async form then hands back a shared completed future), and a
      * larger one is posted by this thread; otherwise its op goes to the worker's thread through the queue.
      */
-    private Op startTagSend(MemorySegment seg, long wireTag, boolean blocking) {
+    private Op startTagSend(MemorySegment seg, long wireTag, boolean blocking, long deadline) {
         ucx.checkOpen();
-        boolean borrowed = engine.enterCall(core, blocking);
+        boolean borrowed = engine.enterCall(core, blocking, deadline);
         Op op = null;
         try {
             Op now = engine.inCall.tagSend(core, seg.address(), seg.byteSize(), wireTag, blocking);
@@ -564,7 +565,7 @@ public final class Endpoint implements AutoCloseable {
      */
     public CompletableFuture<Long> streamSendAsync(MemorySegment buf) {
         MemorySegment seg = Buffers.segment(buf, false);
-        Op op = startStreamSend(seg, false);
+        Op op = startStreamSend(seg, false, Long.MAX_VALUE);
         return op == InCall.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
@@ -589,16 +590,17 @@ public final class Endpoint implements AutoCloseable {
 
     private void streamSend(MemorySegment buf, long t) {
         MemorySegment seg = Buffers.segment(buf, false);
-        Op op = startStreamSend(seg, true);
+        long deadline = engine.deadline(t);
+        Op op = startStreamSend(seg, true, deadline);
         if (op != InCall.SENT) {
-            engine.await(op, t);
+            engine.await(op, Engine.timeLeft(t, deadline));
         }
     }
 
     /** Starts a stream send, as {@link #startTagSend} does a tag send. */
-    private Op startStreamSend(MemorySegment seg, boolean blocking) {
+    private Op startStreamSend(MemorySegment seg, boolean blocking, long deadline) {
         ucx.checkOpen();
-        boolean borrowed = engine.enterCall(core, blocking);
+        boolean borrowed = engine.enterCall(core, blocking, deadline);
         Op op = null;
         try {
             Op now = engine.inCall.streamSend(core, seg.address(), seg.byteSize(), blocking);
@@ -762,7 +764,7 @@ public final class Endpoint implements AutoCloseable {
      * @return a future of the payload's size in bytes
      */
     public CompletableFuture<Long> amSendAsync(MemorySegment header, MemorySegment payload) {
-        Op op = startAmSend(header, payload, false);
+        Op op = startAmSend(header, payload, false, Long.MAX_VALUE);
         return op == InCall.SENT ? engine.completed(payload.byteSize()) : op;
     }
 
@@ -789,9 +791,10 @@ public final class Endpoint implements AutoCloseable {
     }
 
     private void amSend(MemorySegment header, MemorySegment payload, long timeoutNanos) {
-        Op op = startAmSend(header, payload, true);
+        long deadline = engine.deadline(timeoutNanos);
+        Op op = startAmSend(header, payload, true, deadline);
         if (op != InCall.SENT) {
-            engine.await(op, timeoutNanos);
+            engine.await(op, Engine.timeLeft(timeoutNanos, deadline));
         }
     }
 
@@ -799,11 +802,11 @@ public final class Endpoint implements AutoCloseable {
      * Starts an active message, as {@link #startTagSend} does a tag send: a short one goes out inside the call
      * where this thread owns (or borrows) the worker ({@link InCall#SENT}).
      */
-    private Op startAmSend(MemorySegment header, MemorySegment payload, boolean blocking) {
+    private Op startAmSend(MemorySegment header, MemorySegment payload, boolean blocking, long deadline) {
         Buffers.alive(Objects.requireNonNull(header, "header"));
         Buffers.alive(Objects.requireNonNull(payload, "payload"));
         ucx.checkOpen();
-        boolean borrowed = engine.enterCall(core, blocking);
+        boolean borrowed = engine.enterCall(core, blocking, deadline);
         Op op = null;
         try {
             Op now = engine.inCall.amSend(core, header, payload, blocking);
@@ -1251,14 +1254,15 @@ public final class Endpoint implements AutoCloseable {
 
     private CompletableFuture<Long> rmaAsync(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset) {
         MemorySegment seg = Buffers.segment(buf, get);
-        Op op = rmaStart(get, seg, key, remoteOffset, false);
+        Op op = rmaStart(get, seg, key, remoteOffset, false, Long.MAX_VALUE);
         return op == InCall.SENT ? engine.completed(seg.byteSize()) : op;
     }
 
     private long rma(boolean get, MemorySegment buf, RemoteKey key, long remoteOffset, long timeoutNanos) {
         MemorySegment seg = Buffers.segment(buf, get);
-        Op op = rmaStart(get, seg, key, remoteOffset, true);
-        return op == InCall.SENT ? seg.byteSize() : engine.await(op, timeoutNanos);
+        long deadline = engine.deadline(timeoutNanos);
+        Op op = rmaStart(get, seg, key, remoteOffset, true, deadline);
+        return op == InCall.SENT ? seg.byteSize() : engine.await(op, Engine.timeLeft(timeoutNanos, deadline));
     }
 
     /**
@@ -1266,7 +1270,8 @@ public final class Endpoint implements AutoCloseable {
      * the call (same-host: a copy from or to the peer's mapped memory) needs no operation object ({@link InCall#SENT});
      * anything else is an op in flight.
      */
-    private Op rmaStart(boolean get, MemorySegment seg, RemoteKey key, long remoteOffset, boolean blocking) {
+    private Op rmaStart(boolean get, MemorySegment seg, RemoteKey key, long remoteOffset, boolean blocking,
+            long deadline) {
         Objects.requireNonNull(key, "key");
         if (key.endpoint() != this) {
             throw new IllegalArgumentException("remote key was unpacked on another endpoint: " + key.endpoint());
@@ -1275,7 +1280,7 @@ public final class Endpoint implements AutoCloseable {
         long rkey = key.acquire(remoteOffset, seg.byteSize()); // its close waits until the op is posted or queued
         try {
             long remote = key.remoteAddress() + remoteOffset;
-            boolean borrowed = engine.enterCall(core, blocking);
+            boolean borrowed = engine.enterCall(core, blocking, deadline);
             Op op = null;
             try {
                 Op now = engine.inCall.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);

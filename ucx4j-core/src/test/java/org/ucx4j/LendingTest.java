@@ -398,4 +398,45 @@ class LendingTest {
             }
         }
     }
+
+    /**
+     * A timed send that would borrow the worker while the progress thread cannot hand it over (busy in a duty
+     * cycle: here an active-message handler that sleeps) keeps its own deadline: the wait for the hand-over ends by
+     * it, not by the hand-over's own 20 ms bound and then the whole timeout again.
+     */
+    @Test
+    void aTimedSendKeepsItsDeadlineWhileTheWorkerIsNotHandedOver() throws Exception {
+        pair((a, client, server, arena) -> {
+            java.util.concurrent.Semaphore inHandler = new java.util.concurrent.Semaphore(0);
+            java.util.concurrent.Semaphore release = new java.util.concurrent.Semaphore(0);
+            client.onActiveMessage(m -> { // on a's progress thread: it keeps the worker until released
+                m.close();
+                inHandler.release();
+                release.acquireUninterruptibly();
+            });
+            MemorySegment out = arena.allocateFrom(ValueLayout.JAVA_LONG, 42L);
+            long best = Long.MAX_VALUE;
+            for (int i = 0; i < 3; i++) { // the best of three, so one slow spell of the machine does not count
+                server.amSend(new byte[0], new byte[1]);
+                assertTrue(inHandler.tryAcquire(10, TimeUnit.SECONDS));
+                long t0 = System.nanoTime();
+                try {
+                    UcxTimeoutException e = assertThrows(UcxTimeoutException.class,
+                            () -> client.send(out, 4, Duration.ofMillis(1)));
+                    assertTrue(e.getMessage().contains("UCS_ERR_TIMED_OUT"), e.getMessage());
+                    best = Math.min(best, System.nanoTime() - t0);
+                } finally {
+                    release.release();
+                }
+            }
+            assertTrue(best < TimeUnit.MILLISECONDS.toNanos(15), "a 1 ms send took " + best / 1_000 + " us");
+            // the timed-out sends were withdrawn before UCX took them: the endpoint works, and they never arrive
+            assertTrue(client.isAlive());
+            client.send(out, 5, T);
+            MemorySegment in = arena.allocate(8);
+            assertEquals(8, server.recv(in, 5, T));
+            assertEquals(42L, in.get(ValueLayout.JAVA_LONG, 0));
+            assertThrows(UcxTimeoutException.class, () -> server.recv(in, 4, Duration.ofMillis(100)));
+        });
+    }
 }

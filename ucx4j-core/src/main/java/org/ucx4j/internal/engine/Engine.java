@@ -384,10 +384,11 @@ public final class Engine {
      * for the progress thread to hand it over ({@link #borrowFor}); an asynchronous one takes it only if nobody
      * drives it now ({@link #borrowIdleFor}) — so that what it starts is posted by this thread, not handed to the
      * progress thread through the queue (a send too large for UCX's short protocol, say). True when it borrowed:
-     * {@link #leaveCall} then gives the worker back.
+     * {@link #leaveCall} then gives the worker back. {@code deadline}: when a blocking call's wait ends
+     * ({@link #deadline}); the wait for the hand-over ends by it too.
      */
-    public boolean enterCall(EndpointCore ep, boolean blocking) {
-        return Thread.currentThread() != owner && (blocking ? borrowFor(ep) : borrowIdleFor(ep));
+    public boolean enterCall(EndpointCore ep, boolean blocking, long deadline) {
+        return Thread.currentThread() != owner && (blocking ? borrowFor(ep, deadline) : borrowIdleFor(ep));
     }
 
     /**
@@ -566,13 +567,9 @@ public final class Engine {
     /**
      * A thread that does not own the worker borrows it for one blocking call ({@link #borrow}) when that call could
      * act on the endpoint now; false when it cannot (no progress thread, lending off, another borrower, closing).
-     * The call then costs no hand-off to the progress thread and back: no queue, no op, no upcall.
+     * The call then costs no hand-off to the progress thread and back: no queue, no op, no upcall. The wait for the
+     * hand-over ends by {@code deadline} ({@code Long.MAX_VALUE}: none), the call's own.
      */
-    private boolean borrowFor(EndpointCore ep) {
-        return borrowFor(ep, Long.MAX_VALUE);
-    }
-
-    /** {@link #borrowFor(EndpointCore)} by a call that must end by {@code deadline}. */
     private boolean borrowFor(EndpointCore ep, long deadline) {
         return ep.state == EndpointCore.OPEN && ep.failure == null && !(Jfr.AVAILABLE && Jfr.transfers)
                 && borrowBy(deadline) && drainedOrGiveBack();
