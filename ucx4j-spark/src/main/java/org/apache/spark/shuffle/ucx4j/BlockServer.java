@@ -111,6 +111,14 @@ final class BlockServer implements ConnectionHandler {
         return requestsToDrop.get();
     }
 
+    /** Block sends still to fail as UCX would fail them with the connection up (a test's registration failure). */
+    private final AtomicInteger sendsToFail = new AtomicInteger();
+
+    /** For tests: the next {@code n} block sends fail as a send UCX cannot make fails, the connection kept up. */
+    void failNextSends(int n) {
+        sendsToFail.set(n);
+    }
+
     /** A block to corrupt (a test's network corruption): armed, its id once chosen, how often it was corrupted. */
     private volatile boolean corrupting;
     private String corruptId;
@@ -211,12 +219,10 @@ final class BlockServer implements ConnectionHandler {
     }
 
     private void serve(Endpoint ep, SendBudget budget, long requestId, String[] ids) throws IOException {
-        RequestMemory memory = new RequestMemory();
         Refusals refusals = new Refusals(ep, requestId);
-        List<CompletableFuture<?>> sends = new ArrayList<>(ids.length);
         try {
             for (int i = 0; i < ids.length; i++) {
-                ManagedBuffer block = find(refusals, i, ids[i], sends);
+                ManagedBuffer block = find(refusals, i, ids[i], null);
                 if (block == null) {
                     continue;
                 }
@@ -227,49 +233,76 @@ final class BlockServer implements ConnectionHandler {
                     budget.release(size);
                     return;
                 }
-                sends.add(send(ep, requestId, i, ids[i], block, budget, memory, refusals));
+                send(ep, requestId, i, ids[i], block, budget, refusals);
             }
-        } finally { // also when a send is refused at once (the instance closed): the mappings go once the sends
-            memory.closeAfter(sends); // made so far have ended
+        } finally {
             refusals.report();
         }
     }
 
     /**
-     * Sends one block, whose share of the budget is taken: a file region from {@link #MAP_MIN} on is mapped (until
-     * the request ends), anything smaller is read into pool memory; the share and the memory are given back when
-     * the send ends. A block that cannot be read is refused instead (the rest of the request goes on).
+     * Sends one block, whose share of the budget is taken: a file region from {@link #MAP_MIN} on is mapped, anything
+     * smaller is read into pool memory; the share and the memory (the mapping too) are given back when the send
+     * ends, so the mappings alive stay within the budget however many blocks a request names. A block that cannot
+     * be read is refused instead (the rest of the request goes on).
      */
-    private CompletableFuture<?> send(Endpoint ep, long requestId, int index, String id, ManagedBuffer block,
-            SendBudget budget, RequestMemory memory, Refusals refusals) {
+    private void send(Endpoint ep, long requestId, int index, String id, ManagedBuffer block, SendBudget budget,
+            Refusals refusals) {
         long size = block.size();
+        Arena mapping = null; // a mapping's, or a test's corrupted copy's
         MemorySegment copy = null;
         MemorySegment data;
         try {
             if (size >= MAP_MIN && block instanceof FileSegmentManagedBuffer f) {
-                data = mapFile(f, memory.arena());
+                mapping = Arena.ofShared();
+                data = mapFile(f, mapping);
             } else {
                 data = size == 0 ? EMPTY : (copy = read(block));
             }
             if (corrupting) {
-                data = corrupt(id, data, memory.arena());
+                if (mapping == null) {
+                    mapping = Arena.ofShared();
+                }
+                data = corrupt(id, data, mapping);
             }
         } catch (Throwable e) {
-            giveBack(copy, size, budget);
+            giveBack(copy, size, budget, mapping);
             if (e instanceof Error err) {
                 throw err;
             }
-            return refusals.refuse(index, id, e);
+            refusals.refuse(index, id, e);
+            return;
         }
         MemorySegment owned = copy;
+        Arena arena = mapping;
         CompletableFuture<?> sent;
         try {
-            sent = ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, index)), data);
+            sent = sendsToFail.get() > 0 && sendsToFail.getAndUpdate(n -> Math.max(0, n - 1)) > 0
+                    ? CompletableFuture.failedFuture(new org.ucx4j.UcxException("send failed as asked (UCS_ERR_IO_ERROR)",
+                            -3))
+                    : ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.BLOCK, requestId, index)), data);
         } catch (RuntimeException | Error e) {
-            giveBack(owned, size, budget);
+            giveBack(owned, size, budget, arena);
             throw e;
         }
-        return sent.whenComplete((v, t) -> giveBack(owned, size, budget)); // UCX has let go of the bytes
+        sent.whenComplete((v, t) -> { // UCX has let go of the bytes
+            giveBack(owned, size, budget, arena);
+            if (t != null) {
+                unanswered(ep, id, t);
+            }
+        });
+    }
+
+    /**
+     * A send that failed while its connection stays up (UCX could not register or read the block's memory, say)
+     * leaves the reducer without an answer for that block: the connection is dropped, so that the reducer's fetch
+     * fails at once and is retried as any lost connection's, instead of waiting for its idle timeout.
+     */
+    private static void unanswered(Endpoint ep, String id, Throwable t) {
+        if (ep.isAlive()) {
+            LOG.warn("ucx4j shuffle: dropping connection {}: a send of block {} failed: {}", ep, id, t.toString());
+            Thread.ofVirtual().name("ucx4j-shuffle-drop").start(ep::abort); // not on the thread completing sends
+        }
     }
 
     private void giveBack(MemorySegment copy, long size, SendBudget budget) {
@@ -279,9 +312,19 @@ final class BlockServer implements ConnectionHandler {
         budget.release(size);
     }
 
+    /** {@link #giveBack(MemorySegment, long, SendBudget)}, and a block's own arena (its mapping) is closed. */
+    private void giveBack(MemorySegment copy, long size, SendBudget budget, Arena mapping) {
+        giveBack(copy, size, budget);
+        if (mapping != null) {
+            // closing a shared arena is a handshake with every thread of the JVM: never on ucx4j's progress thread,
+            // which completes sends
+            UNMAP.execute(mapping::close);
+        }
+    }
+
     /**
      * The block {@code id}, or null after telling the reducer that it cannot be served (that answer's send is added
-     * to {@code sends}).
+     * to {@code sends}, if given).
      */
     private ManagedBuffer find(Refusals refusals, int index, String id, Collection<CompletableFuture<?>> sends) {
         try {
@@ -291,32 +334,11 @@ final class BlockServer implements ConnectionHandler {
             }
             return b;
         } catch (Exception e) {
-            sends.add(refusals.refuse(index, id, e));
+            CompletableFuture<?> told = refusals.refuse(index, id, e);
+            if (sends != null) {
+                sends.add(told);
+            }
             return null;
-        }
-    }
-
-    /** The mappings (and a test's corrupted copies) of one request, in an arena made on first use. */
-    private static final class RequestMemory {
-        private Arena arena;
-
-        Arena arena() {
-            if (arena == null) {
-                arena = Arena.ofShared();
-            }
-            return arena;
-        }
-
-        /** Closes the arena once every send made has ended. */
-        void closeAfter(List<CompletableFuture<?>> sends) {
-            if (arena == null) {
-                return;
-            }
-            Arena a = arena;
-            CompletableFuture<?>[] made = sends.toArray(CompletableFuture<?>[]::new);
-            // closing a shared arena is a handshake with every thread of the JVM: never on ucx4j's progress thread,
-            // which completes the last send
-            CompletableFuture.allOf(made).whenCompleteAsync((v, t) -> a.close(), UNMAP);
         }
     }
 
@@ -396,7 +418,15 @@ final class BlockServer implements ConnectionHandler {
                         }
                         throw e;
                     }
-                    CompletableFuture<?> done = file != null ? sent.whenComplete((v, t) -> budget.release(n)) : sent;
+                    String id = ids[i];
+                    CompletableFuture<?> done = sent.whenComplete((v, t) -> {
+                        if (file != null) {
+                            budget.release(n);
+                        }
+                        if (t != null) {
+                            unanswered(ep, id, t);
+                        }
+                    });
                     inFlight.add(done);
                     parts.add(done);
                     offset += n;
@@ -438,7 +468,11 @@ final class BlockServer implements ConnectionHandler {
             }
             byte[] why = String.valueOf(e).getBytes(StandardCharsets.UTF_8);
             return ep.amSendAsync(MemorySegment.ofArray(Wire.header(Wire.ERROR, requestId, index)),
-                    MemorySegment.ofArray(why));
+                    MemorySegment.ofArray(why)).whenComplete((v, t) -> {
+                        if (t != null) {
+                            unanswered(ep, id, t);
+                        }
+                    });
         }
 
         void report() {
@@ -456,10 +490,20 @@ final class BlockServer implements ConnectionHandler {
      */
     static final long MAP_MIN = 256 * 1024;
 
-    /** A read-only mapping of a block's file region, unmapped when {@code arena} closes. */
-    private static MemorySegment mapFile(FileSegmentManagedBuffer f, Arena arena) throws IOException {
-        try (FileChannel ch = FileChannel.open(f.getFile().toPath(), StandardOpenOption.READ)) {
-            return ch.map(FileChannel.MapMode.READ_ONLY, f.getOffset(), f.getLength(), arena);
+    /**
+     * A mapping of a block's file region, unmapped when {@code arena} closes: a private (copy-on-write) one, which
+     * UCX can register for RDMA (an InfiniBand or RoCE registration asks for write access, which a read-only mapping
+     * refuses: openucx/ucx#4924) while nothing written to it could reach the file; where the file cannot be opened
+     * for writing, a read-only one (fine for shared memory and TCP).
+     */
+    static MemorySegment mapFile(FileSegmentManagedBuffer f, Arena arena) throws IOException {
+        java.nio.file.Path path = f.getFile().toPath();
+        try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            return ch.map(FileChannel.MapMode.PRIVATE, f.getOffset(), f.getLength(), arena); // never written
+        } catch (java.nio.file.FileSystemException e) { // no write permission, a read-only file system
+            try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
+                return ch.map(FileChannel.MapMode.READ_ONLY, f.getOffset(), f.getLength(), arena);
+            }
         }
     }
 

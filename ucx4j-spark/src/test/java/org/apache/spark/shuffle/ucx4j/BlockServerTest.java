@@ -278,4 +278,98 @@ class BlockServerTest {
             }
         }
     }
+
+    /**
+     * A mapped block's mapping goes as soon as its send ends, not when the whole request does: a request naming many
+     * large blocks keeps about as many mappings alive as its budget has sends in flight (each one of the kernel's
+     * {@code vm.max_map_count}).
+     */
+    @Test
+    void mappingsLastAsLongAsTheirSendsNotTheirRequest() throws Exception {
+        Path file = dir.resolve("shuffle.data");
+        try (PooledAllocator pool = new PooledAllocator(1 << 20)) {
+            BlockServer server = new BlockServer(blocks::get, 1 << 20, 2, BUDGET, pool);
+            try (Ucx executor = Ucx.open(); Listener l = executor.listen(0, server);
+                    Ucx stopped = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.CALLER))) {
+                Endpoint slow = stopped.connect("127.0.0.1", l.port(), T);
+                String[] ids = {"b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"};
+                slow.amSend(Wire.header(Wire.FETCH, 3, ids.length),
+                        String.join("\n", ids).getBytes(StandardCharsets.UTF_8), T);
+                for (int k = 0; k < 6; k++) { // six of eight taken; the request goes on
+                    try (AmMessage m = slow.amRecv(T)) {
+                        Wire.Header h = Wire.Header.parse(m.headerBytes());
+                        assertEquals(Wire.BLOCK, h.kind());
+                        assertArrayEquals(expected.get(ids[h.index()]), m.payloadBytes(), ids[h.index()]);
+                    }
+                }
+                // the budget (1 MiB) holds one 600 KiB block in flight, and maybe the next being mapped
+                Data.eventually(() -> mappingsOf(file) <= 2);
+                for (int k = 0; k < 2; k++) {
+                    try (AmMessage m = slow.amRecv(T)) {
+                        Wire.Header h = Wire.Header.parse(m.headerBytes());
+                        assertArrayEquals(expected.get(ids[h.index()]), m.payloadBytes(), ids[h.index()]);
+                    }
+                }
+                Data.eventually(() -> mappingsOf(file) == 0);
+                slow.close(T);
+            }
+        }
+    }
+
+    /** The process's mappings of {@code file} (lines of {@code /proc/self/maps} naming it). */
+    private static long mappingsOf(Path file) {
+        try (var lines = Files.lines(Path.of("/proc/self/maps"))) {
+            String name = file.toRealPath().toString();
+            return lines.filter(line -> line.endsWith(" " + name)).count();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * Blocks are mapped copy-on-write: writable, as an RDMA registration needs (it asks for write access, which a
+     * read-only mapping refuses), and nothing written there reaches the shuffle file.
+     */
+    @Test
+    void aMappedBlockIsWritableForRdmaAndTheFileStaysUntouched() throws Exception {
+        FileSegmentManagedBuffer b1 = (FileSegmentManagedBuffer) blocks.get("b1");
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofShared()) {
+            java.lang.foreign.MemorySegment m = BlockServer.mapFile(b1, arena);
+            assertEquals(LARGE, m.byteSize());
+            assertArrayEquals(expected.get("b1"), m.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
+            org.junit.jupiter.api.Assertions.assertFalse(m.isReadOnly());
+            m.fill((byte) 7);
+        }
+        byte[] onDisk = Files.readAllBytes(dir.resolve("shuffle.data"));
+        assertArrayEquals(expected.get("b1"), java.util.Arrays.copyOfRange(onDisk, LARGE, 2 * LARGE));
+    }
+
+    /**
+     * A block whose send fails with the connection up (UCX could not register its memory, say) is not left
+     * unanswered: the connection is dropped, so the reducer's fetch fails at once (and Spark retries it), instead
+     * of waiting for its idle timeout.
+     */
+    @Test
+    void aBlockWhoseSendFailsDropsItsConnectionAtOnce() throws Exception {
+        try (PooledAllocator pool = new PooledAllocator(1 << 20)) {
+            BlockServer server = new BlockServer(blocks::get, 1 << 20, 2, BUDGET, pool);
+            try (Ucx executor = Ucx.open(); Listener l = executor.listen(0, server); Ucx reducer = Ucx.open()) {
+                Endpoint ep = reducer.connect("127.0.0.1", l.port(), T);
+                server.failNextSends(1);
+                ep.amSend(Wire.header(Wire.FETCH, 4, 2), "b0\ns0".getBytes(StandardCharsets.UTF_8), T);
+                org.ucx4j.UcxException e = org.junit.jupiter.api.Assertions.assertThrows(
+                        org.ucx4j.UcxException.class, () -> {
+                            for (int k = 0; k < 2; k++) { // s0 may come first; b0 never does
+                                try (AmMessage m = ep.amRecv(T)) {
+                                    assertEquals("s0", new String[] {"b0", "s0"}[Wire.Header.parse(m.headerBytes())
+                                            .index()]);
+                                }
+                            }
+                        });
+                org.junit.jupiter.api.Assertions.assertFalse(e instanceof org.ucx4j.UcxTimeoutException,
+                        "the connection was dropped, not left to time out: " + e);
+                Data.eventually(() -> server.bytesInFlight() == 0);
+            }
+        }
+    }
 }
