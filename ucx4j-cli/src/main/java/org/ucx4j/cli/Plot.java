@@ -18,7 +18,8 @@ final class Plot {
     static List<Path> draw(Report r, Path file) throws IOException {
         List<XYChart> charts = new ArrayList<>();
         if (r.modes.contains(Measurement.LATENCY)) {
-            charts.add(chart(r, Measurement.LATENCY, "One-way latency (p50)", "latency (us)"));
+            charts.add(chart(r, Measurement.LATENCY, r.api == UcxRuns.Api.RMA
+                    ? "Get latency (p50, round trip; NIO one way)" : "One-way latency (p50)", "latency (us)"));
         }
         if (r.modes.contains(Measurement.BANDWIDTH)) {
             charts.add(chart(r, Measurement.BANDWIDTH, "Bandwidth", "MB/s (10^6 B/s)"));
@@ -39,8 +40,7 @@ final class Plot {
             written.add(Path.of(base + ".svg"));
         } else if (ext.equals("svg")) {
             for (XYChart c : charts) {
-                String out = base + "-" + c.getTitle().split(" ")[c.getTitle().startsWith("One") ? 1 : 0]
-                        .toLowerCase();
+                String out = base + "-" + (c.getTitle().contains("latency") ? "latency" : "bandwidth");
                 VectorGraphicsEncoder.saveVectorGraphic(c, out, VectorGraphicsEncoder.VectorGraphicsFormat.SVG);
                 written.add(Path.of(out + ".svg"));
             }

@@ -169,8 +169,9 @@ final class SweepBench implements Callable<Integer> {
                         }
                     } else if (stacks.usable(stack)) {
                         progress(i, plan.size(), t0, stack, mode, size);
+                        long n = iterations(stack, mode, size);
                         m = stacks.run(stack, stack + " " + mode + " " + Measurement.human(size),
-                                120 + size * iterations(stack, mode, size) / 10_000_000,
+                                limitSeconds(120, size, n + warmupIterations(mode, n)),
                                 () -> measure(apiKind, ucx, ep, nio, perftest, stack, mode, size));
                     }
                     results.computeIfAbsent(stack + "|" + mode + "|" + size, k -> new ArrayList<>())
@@ -485,6 +486,14 @@ final class SweepBench implements Callable<Integer> {
         return iters;
     }
 
+    /**
+     * A Java stack's run is killed past this many seconds, far above its expected time (10 MB/s, 50 us a message,
+     * as for {@code ucx_perftest}'s pair): {@code base}, plus {@code messages} of {@code size} bytes at those rates.
+     */
+    static long limitSeconds(long base, long size, long messages) {
+        return base + size * messages / 10_000_000 + messages / 20_000;
+    }
+
     private static long warmupIterations(String mode, long iters) {
         return Math.max(Math.min(iters, Measurement.LATENCY.equals(mode) ? 10_000 : 50_000), iters / 10);
     }
@@ -511,7 +520,7 @@ final class SweepBench implements Callable<Integer> {
                         Measurement.human(size));
                 long iters = warmupIterations(mode, iterations(stack, mode, size));
                 stacks.run(stack, stack + " warm-up " + mode + " " + Measurement.human(size),
-                        122 + 2 * size * iters / 10_000_000, () -> {
+                        limitSeconds(122, size, 2 * iters), () -> {
                             JitWarmup.run(() -> pass(apiKind, ucx, stacks.ep, stacks.nio, stack, mode, size, iters),
                                     WARMUP_NANOS, JitWarmup.MAX_NANOS);
                             return null;

@@ -311,6 +311,11 @@ final class UcxRuns {
             MemorySegment ack = arena.allocate(8);
             command(ep, arena, api, STREAM, size, iters, window);
             RemoteKey key = api == Api.RMA ? ep.unpackRemoteKey(ep.recvObject(Duration.ofMinutes(1))) : null;
+            if (key != null) {
+                // untimed: the first touch of both regions' pages (fresh for each pass), as ucx_perftest's warm-up
+                // touches its buffers before it measures
+                ep.get(b, key, 0);
+            }
             @SuppressWarnings("unchecked")
             CompletableFuture<Long>[] ring = new CompletableFuture[window];
             long start = System.nanoTime();

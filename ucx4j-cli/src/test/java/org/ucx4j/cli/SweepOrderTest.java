@@ -43,4 +43,17 @@ class SweepOrderTest {
         assertEquals(List.of("perftest", "ucx4j"), SweepBench.roundOrder(stacks, 2));
         assertEquals(List.of("ucx4j", "perftest"), SweepBench.roundOrder(stacks, 3));
     }
+
+    /**
+     * A Java stack's run limit counts messages as well as bytes: at the largest {@code --scale} the 8 B NIO rate
+     * run (10^8 messages, ~4.4 us each on the headline VM) must not be killed (it was given 120 s + bytes only).
+     */
+    @Test
+    void aRunsTimeLimitCountsItsMessages() {
+        long messages = 1_000_000L * 1000 / 10; // the rate run's count at --scale 1000, NIO's tenth of it
+        long expectedSeconds = messages * 44 / 10_000_000; // 4.4 us a message
+        assertEquals(true, SweepBench.limitSeconds(120, 8, messages) > 5 * expectedSeconds,
+                "limit " + SweepBench.limitSeconds(120, 8, messages) + " s for a run of ~" + expectedSeconds + " s");
+        assertEquals(120 + 62, SweepBench.limitSeconds(120, 4 << 20, 150)); // bytes still count: 629 MB at 10 MB/s
+    }
 }
