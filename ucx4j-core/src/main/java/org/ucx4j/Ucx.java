@@ -59,7 +59,7 @@ public final class Ucx implements AutoCloseable {
         this.options = options;
         String name = options.name() + "-" + COUNTER.incrementAndGet();
         Executor executor = r -> Thread.ofVirtual().name("ucx4j-" + name + "-cb").start(r);
-        this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.ucxOptions(),
+        this.engine = new Engine(new Engine.Config(name, options.progressMode(), options.givenToUcx(),
                 options.environmentWins(), executor, options.secret(), Buffers.nanos(options.connectTimeout()),
                 hostAllocator(options), options.maxFrames(), options.maxMessageBytes(), options.pullBudget(),
                 options.peerErrorHandling(), (int) options.livenessTimeout().toSeconds(),
@@ -194,7 +194,7 @@ public final class Ucx implements AutoCloseable {
      */
     public static Map<String, String> config(UcxOptions options) {
         requireAvailable();
-        String text = org.ucx4j.internal.engine.UcxConfig.effective(options.ucxOptions(), options.environmentWins());
+        String text = org.ucx4j.internal.engine.UcxConfig.effective(options.givenToUcx(), options.environmentWins());
         Map<String, String> m = new LinkedHashMap<>();
         for (String line : text.split("\n")) {
             int eq = line.indexOf('=');

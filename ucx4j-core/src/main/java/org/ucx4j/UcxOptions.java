@@ -380,6 +380,21 @@ public final class UcxOptions implements Cloneable {
         return ucx;
     }
 
+    /**
+     * What ucx4j gives UCX: the options set here and, without peer error handling, {@code PROTO_INDIRECT_ID=on}
+     * (unless set here or in the environment). UCX then names its endpoints on the wire by ids it checks, as it does
+     * with error handling, instead of raw pointers: a rendezvous message a raw peer announced to an endpoint closed
+     * since then is refused by UCX, not pulled or acknowledged through freed memory.
+     */
+    Map<String, String> givenToUcx() {
+        if (peerErrorHandling || ucx.containsKey("PROTO_INDIRECT_ID") || System.getenv("UCX_PROTO_INDIRECT_ID") != null) {
+            return ucx;
+        }
+        Map<String, String> m = new java.util.LinkedHashMap<>(ucx);
+        m.put("PROTO_INDIRECT_ID", "on");
+        return java.util.Collections.unmodifiableMap(m);
+    }
+
     /** {@return whether {@code UCX_*} environment variables override the options given here} */
     public boolean environmentWins() {
         return environmentWins;

@@ -37,6 +37,21 @@ class ConfigAndInfoTest {
         }
     }
 
+    /**
+     * Without peer error handling UCX would name endpoints on the wire by raw pointers, which it does not check: ucx4j
+     * asks for its checked ids, as error handling has them, unless the user chose otherwise.
+     */
+    @Test
+    void withoutPeerErrorHandlingUcxChecksTheEndpointIdsItIsSent() {
+        assertEquals("auto", Ucx.config(UcxOptions.defaults()).get("PROTO_INDIRECT_ID"));
+        UcxOptions off = UcxOptions.defaults().withPeerErrorHandling(false);
+        assertEquals("on", Ucx.config(off).get("PROTO_INDIRECT_ID"));
+        assertEquals("off", Ucx.config(off.with("PROTO_INDIRECT_ID", "off")).get("PROTO_INDIRECT_ID"));
+        try (Ucx ucx = Ucx.open(off)) {
+            assertEquals("on", ucx.config().get("PROTO_INDIRECT_ID"));
+        }
+    }
+
     /** An option set both in the environment and in the options: the options win unless the environment is asked to. */
     @Test
     void theEnvironmentWinsOnlyWhenAskedTo() throws Exception {

@@ -99,8 +99,8 @@ final class AmReceiver {
             }
         }
         Inbox inbox = ep == null ? rawInbox : ep.inboxes[kind];
-        String refusal = length > maxMessageBytes || kind != AmWire.PLAIN ? AmWire.refusal(kind, user,
-                userLength, length, maxFrames, maxMessageBytes) : null;
+        String refusal = Long.compareUnsigned(length, maxMessageBytes) > 0 || kind != AmWire.PLAIN
+                ? AmWire.refusal(kind, user, userLength, length, maxFrames, maxMessageBytes) : null;
         if (refusal != null) {
             LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
             deliverInOrder(ep, inbox, new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
@@ -416,11 +416,16 @@ final class AmReceiver {
         // with an error (its endpoint failed) is found the same way, one stuck at worker close is finished after the
         // worker's destroy
         engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE, 0, 0, 0);
+        EndpointCore from = op.ep; // read now: an op that ends at once may be reused
         long r = Ucp.amRecvDataNbx(engine.worker, op.address, m.payload.address(), op.length,
                 engine.reqParam.address());
         if (engine.requests.posted(op, slot, r, op.length, 0)) {
             op.polled = true;
             engine.addRingPolled(op);
+        } else if (Status.isError(r) && from != null) {
+            // (no memory for UCX's request) the announcement can now be neither pulled nor released, so the sender
+            // would never hear of this message: the connection fails, on both sides, as the receive did here
+            engine.connections.failEndpoint(from, (int) r, "a message it sent could not be received");
         }
     }
 

@@ -40,8 +40,9 @@ public final class AmWire {
      * {@code headerLength} bytes are read where UCX has them ({@code header}); nothing is allocated.
      */
     static String refusal(byte kind, long header, long headerLength, long payloadLength, int maxFrames, long maxBytes) {
-        if (payloadLength > maxBytes) {
-            return "message of " + payloadLength + " bytes exceeds the receive cap of " + maxBytes + " bytes";
+        if (Long.compareUnsigned(payloadLength, maxBytes) > 0) { // UCX's size_t: 2^63 and more too
+            return "message of " + Long.toUnsignedString(payloadLength) + " bytes exceeds the receive cap of "
+                    + maxBytes + " bytes";
         }
         switch (kind) {
             case FRAMES -> {

@@ -313,7 +313,7 @@ final class Connections {
 
     // ---- endpoint failure / close (owner thread)
 
-    private void failEndpoint(EndpointCore c, int status, String why) {
+    void failEndpoint(EndpointCore c, int status, String why) {
         if (c.state == EndpointCore.CLOSED || c.state == EndpointCore.FAILED) {
             return;
         }

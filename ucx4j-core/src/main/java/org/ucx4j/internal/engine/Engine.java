@@ -2079,6 +2079,9 @@ public final class Engine {
                 }
             }
         }
+        // announced messages never pulled are released while their endpoints still exist: UCX acknowledges each
+        // to its sender through the endpoint it came on (raw peers' are not dropped with their endpoint)
+        amReceiver.releaseHeld();
         connections.abortAll();
         boolean was = beginCallbacks();
         try {

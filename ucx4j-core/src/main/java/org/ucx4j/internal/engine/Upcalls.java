@@ -108,13 +108,16 @@ final class Upcalls {
 
     /** {@code ucp_am_recv_callback_t}: arg = AM id << 32 | engine id. Returns a {@code ucs_status_t}. */
     static int onActiveMessage(long arg, long header, long headerLength, long data, long length, long param) {
+        long attr = 0;
         try {
-            long attr = NativeAccess.getLong(param + ARP_RECV_ATTR);
+            attr = NativeAccess.getLong(param + ARP_RECV_ATTR);
             return REGISTRY[(int) arg].amReceiver.arrived((int) (arg >>> 32), header, headerLength, data, length,
                     attr);
         } catch (Throwable t) {
             LOG.error("ucx4j active message callback failed", t);
-            return Status.OK;
+            // a rendezvous message nothing kept is refused, so the sender's send fails rather than succeeds for a
+            // message the receiver never saw; an eager one may not be refused (UCX asserts it is not)
+            return (attr & org.ucx4j.internal.ffi.Structs.UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ? Status.ERR_NO_MEMORY : Status.OK;
         }
     }
 
