@@ -204,6 +204,9 @@ final class PerftestRuns {
         for (var e : Ucx.environmentDefaults().entrySet()) {
             env.putIfAbsent(e.getKey(), e.getValue());
         }
+        if (!errModePeer) { // as ucx4j gives UCX without peer error handling (checked endpoint ids on the wire)
+            env.putIfAbsent("UCX_PROTO_INDIRECT_ID", "on");
+        }
         if (tls != null) {
             env.put("UCX_TLS", tls);
         }
