@@ -273,7 +273,7 @@ public final class Endpoint implements AutoCloseable {
         long deadline = engine.deadline(timeoutNanos);
         Op op = startTagSend(seg, wireTag, true, deadline);
         if (op != InCall.SENT) {
-            engine.await(op, Engine.timeLeft(timeoutNanos, deadline));
+            engine.await(op, timeoutNanos, deadline);
         }
     }
 
@@ -286,7 +286,7 @@ public final class Endpoint implements AutoCloseable {
      */
     private Op startTagSend(MemorySegment seg, long wireTag, boolean blocking, long deadline) {
         ucx.checkOpen();
-        boolean borrowed = engine.enterCall(core, blocking, deadline);
+        boolean borrowed = engine.enterCall(core, blocking, deadline, "tag send");
         Op op = null;
         try {
             Op now = engine.inCall.tagSend(core, seg.address(), seg.byteSize(), wireTag, blocking);
@@ -593,14 +593,14 @@ public final class Endpoint implements AutoCloseable {
         long deadline = engine.deadline(t);
         Op op = startStreamSend(seg, true, deadline);
         if (op != InCall.SENT) {
-            engine.await(op, Engine.timeLeft(t, deadline));
+            engine.await(op, t, deadline);
         }
     }
 
     /** Starts a stream send, as {@link #startTagSend} does a tag send. */
     private Op startStreamSend(MemorySegment seg, boolean blocking, long deadline) {
         ucx.checkOpen();
-        boolean borrowed = engine.enterCall(core, blocking, deadline);
+        boolean borrowed = engine.enterCall(core, blocking, deadline, "stream send");
         Op op = null;
         try {
             Op now = engine.inCall.streamSend(core, seg.address(), seg.byteSize(), blocking);
@@ -794,7 +794,7 @@ public final class Endpoint implements AutoCloseable {
         long deadline = engine.deadline(timeoutNanos);
         Op op = startAmSend(header, payload, true, deadline);
         if (op != InCall.SENT) {
-            engine.await(op, Engine.timeLeft(timeoutNanos, deadline));
+            engine.await(op, timeoutNanos, deadline);
         }
     }
 
@@ -806,7 +806,7 @@ public final class Endpoint implements AutoCloseable {
         Buffers.alive(Objects.requireNonNull(header, "header"));
         Buffers.alive(Objects.requireNonNull(payload, "payload"));
         ucx.checkOpen();
-        boolean borrowed = engine.enterCall(core, blocking, deadline);
+        boolean borrowed = engine.enterCall(core, blocking, deadline, "active message send");
         Op op = null;
         try {
             Op now = engine.inCall.amSend(core, header, payload, blocking);
@@ -1262,7 +1262,7 @@ public final class Endpoint implements AutoCloseable {
         MemorySegment seg = Buffers.segment(buf, get);
         long deadline = engine.deadline(timeoutNanos);
         Op op = rmaStart(get, seg, key, remoteOffset, true, deadline);
-        return op == InCall.SENT ? seg.byteSize() : engine.await(op, Engine.timeLeft(timeoutNanos, deadline));
+        return op == InCall.SENT ? seg.byteSize() : engine.await(op, timeoutNanos, deadline);
     }
 
     /**
@@ -1280,7 +1280,7 @@ public final class Endpoint implements AutoCloseable {
         long rkey = key.acquire(remoteOffset, seg.byteSize()); // its close waits until the op is posted or queued
         try {
             long remote = key.remoteAddress() + remoteOffset;
-            boolean borrowed = engine.enterCall(core, blocking, deadline);
+            boolean borrowed = engine.enterCall(core, blocking, deadline, get ? "get" : "put");
             Op op = null;
             try {
                 Op now = engine.inCall.rma(core, get, seg.address(), seg.byteSize(), remote, rkey, blocking);

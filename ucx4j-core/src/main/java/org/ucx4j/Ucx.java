@@ -969,7 +969,8 @@ public final class Ucx implements AutoCloseable {
 
     /**
      * {@return true once {@link #close()} was called, or once the worker stopped on its own (its progress thread
-     * died of an unexpected error, which is logged: what was pending then failed as closed)}
+     * died of an unexpected error, which is logged: what was pending then failed as closed; {@link #close()} still
+     * releases the rest, its receive pool among it)}
      */
     public boolean isClosed() {
         return closed.get() || engine.isTerminated();

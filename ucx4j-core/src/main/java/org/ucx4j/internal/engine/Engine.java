@@ -385,10 +385,25 @@ public final class Engine {
      * drives it now ({@link #borrowIdleFor}) — so that what it starts is posted by this thread, not handed to the
      * progress thread through the queue (a send too large for UCX's short protocol, say). True when it borrowed:
      * {@link #leaveCall} then gives the worker back. {@code deadline}: when a blocking call's wait ends
-     * ({@link #deadline}); the wait for the hand-over ends by it too.
+     * ({@link #deadline}); the wait for the hand-over ends by it too, and a call whose deadline passed before it
+     * could borrow the worker ends as a timeout ({@code what} names it) without reaching UCX, its endpoint intact.
      */
-    public boolean enterCall(EndpointCore ep, boolean blocking, long deadline) {
-        return Thread.currentThread() != owner && (blocking ? borrowFor(ep, deadline) : borrowIdleFor(ep));
+    public boolean enterCall(EndpointCore ep, boolean blocking, long deadline, String what) {
+        if (Thread.currentThread() == owner) {
+            return false;
+        }
+        if (!blocking) {
+            return borrowIdleFor(ep);
+        }
+        if (borrowFor(ep, deadline)) {
+            return true;
+        }
+        if (deadline != Long.MAX_VALUE && System.nanoTime() - deadline >= 0) {
+            throw new UcxTimeoutException(what + " timed out before it reached UCX: the worker's thread did not hand "
+                    + "it over in time, and nothing was sent (" + Status.name(Status.ERR_TIMED_OUT) + ")",
+                    Status.ERR_TIMED_OUT);
+        }
+        return false;
     }
 
     /**
@@ -1134,13 +1149,26 @@ public final class Engine {
      * is returned, not dropped.
      */
     public long await(Op op, long timeoutNanos) {
-        long r = awaitDone(op, timeoutNanos);
+        return await(op, timeoutNanos, Long.MAX_VALUE);
+    }
+
+    /**
+     * {@link #await(Op, long)} for a call whose wait of {@code timeoutNanos} began earlier and ends at
+     * {@code deadline} ({@link #deadline}; {@code Long.MAX_VALUE}: from now).
+     */
+    public long await(Op op, long timeoutNanos, long deadline) {
+        long r = awaitDone(op, timeoutNanos, deadline);
         recycle(op);
         return r;
     }
 
     private long awaitDone(Op op, long timeoutNanos) {
-        long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutNanos;
+        return awaitDone(op, timeoutNanos, Long.MAX_VALUE);
+    }
+
+    private long awaitDone(Op op, long timeoutNanos, long from) {
+        long deadline = timeoutNanos < 0 ? Long.MAX_VALUE : from != Long.MAX_VALUE ? from
+                : System.nanoTime() + timeoutNanos;
         boolean interrupted = false;
         boolean timedOut = false;
         int flags = (timeoutNanos < 0 ? 0 : TIMED) | INTERRUPTIBLE;

@@ -103,7 +103,9 @@ final class Lending {
                 // over won the race) and go the ordinary way, whose wait keeps the caller's deadline
                 long now = System.nanoTime();
                 if ((engine.stopRequested || engine.isTerminated() || me.isInterrupted()
-                        || now - parkedSince > GRANT_MAX_NANOS || deadline != Long.MAX_VALUE && now - deadline >= 0)
+                        || now - parkedSince > GRANT_MAX_NANOS
+                        // past the call's deadline, after one nap at least (a hand-over takes microseconds)
+                        || deadline != Long.MAX_VALUE && now - deadline >= 0 && now - parkedSince >= GRANT_PARK_NANOS)
                         && state.compareAndSet(REQUESTED, RUNNING)) {
                     borrower.set(null);
                     return false;

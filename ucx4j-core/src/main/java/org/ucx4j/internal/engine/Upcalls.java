@@ -116,8 +116,10 @@ final class Upcalls {
         } catch (Throwable t) {
             LOG.error("ucx4j active message callback failed", t);
             // a rendezvous message nothing kept is refused, so the sender's send fails rather than succeeds for a
-            // message the receiver never saw; an eager one may not be refused (UCX asserts it is not)
-            return (attr & org.ucx4j.internal.ffi.Structs.UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ? Status.ERR_NO_MEMORY : Status.OK;
+            // message the receiver never saw; an eager one may not be refused (UCX asserts it is not), nor one of
+            // 0 bytes, which arrived() takes as eager
+            return (attr & org.ucx4j.internal.ffi.Structs.UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 && length != 0
+                    ? Status.ERR_NO_MEMORY : Status.OK;
         }
     }
 

@@ -300,7 +300,17 @@ final class BlockServer implements ConnectionHandler {
      */
     private static void unanswered(Endpoint ep, String id, Throwable t) {
         if (ep.isAlive()) {
-            LOG.warn("ucx4j shuffle: dropping connection {}: a send of block {} failed: {}", ep, id, t.toString());
+            Throwable cause = t instanceof java.util.concurrent.CompletionException && t.getCause() != null
+                    ? t.getCause() : t;
+            // the connection going anyway (the reducer closed it or died: UCX fails the sends first) is no news
+            boolean going = cause instanceof org.ucx4j.CanceledException
+                    || cause instanceof org.ucx4j.ConnectionResetException
+                    || cause instanceof org.ucx4j.EndpointClosedException;
+            if (going) {
+                LOG.debug("ucx4j shuffle: dropping connection {}: a send of block {} failed: {}", ep, id, cause);
+            } else {
+                LOG.warn("ucx4j shuffle: dropping connection {}: a send of block {} failed: {}", ep, id, cause);
+            }
             Thread.ofVirtual().name("ucx4j-shuffle-drop").start(ep::abort); // not on the thread completing sends
         }
     }

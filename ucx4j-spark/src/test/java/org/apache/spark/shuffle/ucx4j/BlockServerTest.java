@@ -310,7 +310,10 @@ class BlockServerTest {
                         assertArrayEquals(expected.get(ids[h.index()]), m.payloadBytes(), ids[h.index()]);
                     }
                 }
-                Data.eventually(() -> mappingsOf(file) == 0);
+                Data.eventually(() -> { // the reducer progresses: its last acknowledgements go out
+                    stopped.progress();
+                    return mappingsOf(file) == 0;
+                });
                 slow.close(T);
             }
         }
