@@ -31,10 +31,11 @@ import org.ucx4j.UcxException;
 
 /**
  * Serves this executor's shuffle blocks to reducers: one virtual thread per connected reducer reads fetch requests
- * and answers each block with an active message whose payload is a read-only mapping of the shuffle file region
+ * and answers each block with an active message whose payload is a copy-on-write mapping of the shuffle file region
  * (blocks from {@link #MAP_MIN} on; smaller ones are read into pool memory, given back as each send ends), so
- * blocks never pass through the heap and large ones go by UCX rendezvous straight from the page cache. The mappings
- * of one request live in one arena that is closed once every send of that request completed. Blocks the reducer
+ * blocks never pass through the heap and large ones go by UCX rendezvous straight from the page cache (over shared
+ * memory and TCP; an RDMA registration copies the pages it pins). Each mapping has its own arena, closed once its
+ * send completed. Blocks the reducer
  * writes to disk are streamed in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight per
  * request, so the reducer never holds more than that in memory however large a block is.
  *
