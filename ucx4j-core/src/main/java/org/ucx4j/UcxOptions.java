@@ -387,7 +387,8 @@ public final class UcxOptions implements Cloneable {
      * since then is refused by UCX, not pulled or acknowledged through freed memory.
      */
     Map<String, String> givenToUcx() {
-        if (peerErrorHandling || ucx.containsKey("PROTO_INDIRECT_ID") || System.getenv("UCX_PROTO_INDIRECT_ID") != null) {
+        if (peerErrorHandling || ucx.containsKey("PROTO_INDIRECT_ID")
+                || System.getenv("UCX_PROTO_INDIRECT_ID") != null) {
             return ucx;
         }
         Map<String, String> m = new java.util.LinkedHashMap<>(ucx);

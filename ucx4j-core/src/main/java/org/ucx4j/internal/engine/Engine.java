@@ -398,9 +398,10 @@ public final class Engine {
         if (borrowFor(ep, deadline)) {
             return true;
         }
-        if (deadline != Long.MAX_VALUE && System.nanoTime() - deadline >= 0) {
+        if (deadline != Long.MAX_VALUE && System.nanoTime() - deadline >= 0 && ep.state == EndpointCore.OPEN
+                && ep.failure == null) { // (an endpoint that cannot take it says why on the ordinary way)
             throw new UcxTimeoutException(what + " timed out before it reached UCX: the worker's thread did not hand "
-                    + "it over in time, and nothing was sent (" + Status.name(Status.ERR_TIMED_OUT) + ")",
+                    + "it over in time, and UCX was given nothing (" + Status.name(Status.ERR_TIMED_OUT) + ")",
                     Status.ERR_TIMED_OUT);
         }
         return false;

@@ -35,9 +35,9 @@ import org.ucx4j.UcxException;
  * (blocks from {@link #MAP_MIN} on; smaller ones are read into pool memory, given back as each send ends), so
  * blocks never pass through the heap and large ones go by UCX rendezvous straight from the page cache (over shared
  * memory and TCP; an RDMA registration copies the pages it pins). Each mapping has its own arena, closed once its
- * send completed. Blocks the reducer
- * writes to disk are streamed in parts of {@code partSize} bytes, at most {@code partsInFlight} of them in flight per
- * request, so the reducer never holds more than that in memory however large a block is.
+ * send completed. Blocks the reducer writes to disk are streamed in parts of {@code partSize} bytes, at most
+ * {@code partsInFlight} of them in flight per request, so the reducer never holds more than that in memory however
+ * large a block is.
  *
  * <p>Each reducer connection has a {@link SendBudget} of {@code bytesInFlight}: a block (or part) is read into memory
  * or sent only when the sends to that reducer before it leave room, and the connection's next request is read only
