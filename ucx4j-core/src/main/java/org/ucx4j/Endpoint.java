@@ -1162,9 +1162,11 @@ public final class Endpoint implements AutoCloseable {
      *
      * @param packed the bytes of the peer's {@link MemoryRegion#packRemoteKey()}
      * @return a key for {@link #put} and {@link #get} on this endpoint only; close it once its operations completed
+     * @throws IllegalStateException if this {@code Ucx} was opened without RMA ({@link UcxOptions#withRma})
      */
     public RemoteKey unpackRemoteKey(byte[] packed) {
         ucx.checkOpen();
+        engine.checkRma("unpackRemoteKey");
         byte[][] ucxKey = new byte[1][];
         long[] region = RemoteKey.open(packed, ucxKey);
         long rkey = engine.rkeyUnpack(core, ucxKey[0]);

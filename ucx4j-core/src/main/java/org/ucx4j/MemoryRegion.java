@@ -59,12 +59,14 @@ public final class MemoryRegion implements AutoCloseable {
      * so a corrupted or truncated copy is refused by {@link Endpoint#unpackRemoteKey} instead of reaching UCX.
      *
      * @return the packed key, a new array each call
-     * @throws IllegalStateException if the region is closed
+     * @throws IllegalStateException if the region is closed, or its {@code Ucx} was opened without RMA
+     *     ({@link UcxOptions#withRma})
      */
     public byte[] packRemoteKey() {
         if (closed.get()) {
             throw new IllegalStateException("memory region is closed");
         }
+        engine.checkRma("packRemoteKey");
         return RemoteKey.envelope(segment.address(), segment.byteSize(), engine.rkeyPack(memh));
     }
 

@@ -33,6 +33,7 @@ public final class UcxOptions implements Cloneable {
     private boolean checkedMessages;
     private boolean ucxBuffers = true;
     private boolean peerErrorHandling = true;
+    private boolean rma = true;
 
     private UcxOptions() {}
 
@@ -360,6 +361,29 @@ public final class UcxOptions implements Cloneable {
         UcxOptions o = copy();
         o.peerErrorHandling = on;
         return o;
+    }
+
+    /**
+     * Whether this instance takes part in remote memory access (default on): its memory regions' keys can be packed
+     * and unpacked, and {@link Endpoint#put}/{@link Endpoint#get} work. Off, UCX runs without its RMA feature, which
+     * also removes UCX's software put/get handlers: where UCX emulates RMA (over TCP; on shared memory with peer
+     * error handling), those write or read whatever address a request names, unchecked, and anyone who reaches
+     * UCX's own transport ports can send one without ucx4j's handshake (a secret authenticates that handshake only).
+     * A program that uses only messages (tags, streams, active messages) should turn it off; the Spark plug-in does.
+     * Tag, stream and active-message rendezvous still go zero-copy without it.
+     *
+     * @param on whether RMA is enabled
+     * @return a copy with this setting
+     */
+    public UcxOptions withRma(boolean on) {
+        UcxOptions o = copy();
+        o.rma = on;
+        return o;
+    }
+
+    /** {@return whether remote memory access is enabled} See {@link #withRma}. */
+    public boolean rma() {
+        return rma;
     }
 
     /** {@return whether endpoints use UCX peer error handling} See {@link #withPeerErrorHandling}. */

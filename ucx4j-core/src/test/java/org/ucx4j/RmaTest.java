@@ -164,6 +164,43 @@ class RmaTest {
         });
     }
 
+    /**
+     * An instance opened without RMA (so UCX installs no software put/get handlers, which would write or read any
+     * address a peer names) refuses remote keys both ways, and its messages, rendezvous ones too, still arrive whole.
+     */
+    @Test
+    void withoutRmaRemoteKeysAreRefusedAndMessagesStillFlow() throws Exception {
+        try (Ucx a = Ucx.open(UcxOptions.defaults().withRma(false)); Ucx b = Ucx.open();
+                Arena arena = Arena.ofShared()) {
+            assertFalse(UcxOptions.defaults().withRma(false).rma());
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                for (long size : new long[] {8, 1 << 20}) { // eager and rendezvous
+                    MemorySegment in = arena.allocate(size);
+                    CompletableFuture<Long> r = client.recvAsync(in, 3);
+                    server.send(Data.pattern(arena, size, 5), 3, T);
+                    assertEquals(size, r.get(10, TimeUnit.SECONDS));
+                    Data.verify(in, size, 5);
+                    client.amSend(MemorySegment.ofArray(new byte[0]), Data.pattern(arena, size, 6), T);
+                    try (AmMessage m = server.amRecv(T)) {
+                        Data.verify(m.payload(), size, 6);
+                    }
+                }
+                try (MemoryRegion mine = a.allocateMemory(4096); MemoryRegion theirs = b.allocateMemory(4096)) {
+                    IllegalStateException pack = assertThrows(IllegalStateException.class, mine::packRemoteKey);
+                    assertTrue(pack.getMessage().contains("withRma(false)"), pack.getMessage());
+                    byte[] key = theirs.packRemoteKey();
+                    IllegalStateException unpack = assertThrows(IllegalStateException.class,
+                            () -> client.unpackRemoteKey(key));
+                    assertTrue(unpack.getMessage().contains("withRma(false)"), unpack.getMessage());
+                }
+                assertTrue(client.isAlive());
+            }
+        }
+    }
+
     @Test
     void outOfBoundsAndMisuseAreRefused() throws Exception {
         FailureTest.pair((a, b, client, server) -> {

@@ -53,7 +53,7 @@ public final class Engine {
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
             int maxFrames, long maxMessageBytes, long pullBudget, boolean peerErrorHandling,
-            int livenessSeconds, boolean ucxBuffers) {}
+            int livenessSeconds, boolean ucxBuffers, boolean rma) {}
 
     final int id;
     final String name;
@@ -114,6 +114,8 @@ public final class Engine {
     final int livenessSeconds;
     /** UCP_ERR_HANDLING_MODE_PEER on every endpoint (both ends of a connection must agree; see Handshake). */
     final boolean peerErrorHandling;
+    /** Whether the context has UCX's RMA feature ({@code UcxOptions.withRma}). */
+    final boolean rma;
     /** Live remote keys and memory registrations (owner thread), released before the worker and context go. */
     private final Registrations registrations;
     private int idle;
@@ -129,6 +131,7 @@ public final class Engine {
         this.handshakeTimeoutNanos = cfg.handshakeTimeoutNanos();
         this.livenessSeconds = cfg.livenessSeconds();
         this.peerErrorHandling = cfg.peerErrorHandling();
+        this.rma = cfg.rma();
         this.terminatedFuture = new SafeFuture<>(executor);
         this.reqParam = arena.allocate(UCP_REQUEST_PARAM);
         this.lenOut = arena.allocate(JAVA_LONG);
@@ -145,7 +148,7 @@ public final class Engine {
                 MemorySegment p = a.allocate(UCP_PARAMS);
                 p.set(JAVA_LONG, PARAMS_FIELD_MASK, UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME);
                 p.set(JAVA_LONG, PARAMS_FEATURES, UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP
-                        | UCP_FEATURE_AM | UCP_FEATURE_RMA);
+                        | UCP_FEATURE_AM | (cfg.rma() ? UCP_FEATURE_RMA : 0));
                 MemorySegment nameSeg = arena.allocateFrom(name);
                 p.set(JAVA_LONG, PARAMS_NAME, nameSeg.address());
                 int st = Ucp.initVersion(p.address(), config, out.address());
@@ -2014,6 +2017,14 @@ public final class Engine {
             registrations.destroyRkey(rkey);
             return null;
         });
+    }
+
+    /** Refuses remote keys on an instance opened without RMA ({@code UcxOptions.withRma(false)}). */
+    public void checkRma(String what) {
+        if (!rma) {
+            throw new IllegalStateException(what + ": remote memory access is off for this Ucx "
+                    + "(UcxOptions.withRma(false))");
+        }
     }
 
     /** Orders RMA: operations issued after the fence start after those before it completed remotely. */

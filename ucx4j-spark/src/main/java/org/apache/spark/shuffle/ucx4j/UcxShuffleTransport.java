@@ -97,7 +97,10 @@ final class UcxShuffleTransport implements AutoCloseable {
         // fetched blocks wait in Spark's queue for their task and may outlive a replaced instance (see retire):
         // they live in ucx4j's pool, never in UCX's own buffers, which go with the instance
         this.receivePool = new org.ucx4j.PooledAllocator(conf.receiveCache());
-        UcxOptions o = conf.ucxOptions().withUcxBuffers(false).withAllocator(org.ucx4j.MemoryType.HOST, receivePool);
+        // blocks go as active messages: no RMA, so UCX's software put/get handlers, which take any address a
+        // request names, are not there for whoever reaches UCX's ports (withRma)
+        UcxOptions o = conf.ucxOptions().withUcxBuffers(false).withAllocator(org.ucx4j.MemoryType.HOST, receivePool)
+                .withRma(false);
         if (env.securityManager().isAuthenticationEnabled()) {
             o = o.withSecret(env.securityManager().getSecretKey().getBytes(StandardCharsets.UTF_8));
         }
