@@ -81,6 +81,8 @@ public final class MemoryRegion implements AutoCloseable {
      * close throws {@link IllegalStateException} and the region stays open, to be closed once that ends. So does a
      * close that UCX refuses, or that a caller-mode owner thread busy elsewhere does not take within 10 s: the
      * {@link UcxException} says why, and the region stays registered until closed again (or its {@code Ucx} is).
+     * The close does not wait for ucx4j's own asynchronous operations on the segment (a receive or get into it, a
+     * send from it): as with any memory handed to them, keep the region open until their futures complete.
      */
     @Override
     public void close() {

@@ -77,16 +77,22 @@ final class Connections {
         return attach(c, address, NO_TICKET);
     }
 
-    /** A new endpoint record with a fresh connection id (any thread). */
+    /**
+     * A new endpoint record with a fresh connection id (any thread): after 2^31 connections the ids wrap, and one
+     * still in use (a long-lived connection) is skipped, never taken over.
+     */
     EndpointCore newEndpoint(boolean client, String peer) {
-        int id = connIds.getAndIncrement() & 0x7fffffff;
-        if (id == 0) {
-            id = connIds.getAndIncrement() & 0x7fffffff;
+        while (true) {
+            int id = connIds.getAndIncrement() & 0x7fffffff;
+            if (id == 0) {
+                continue;
+            }
+            EndpointCore c = new EndpointCore(engine, id, client, peer);
+            if (byConnId.putIfAbsent(id, c) == null) {
+                byIdSlot.set(id & (byIdSlot.length() - 1), c);
+                return c;
+            }
         }
-        EndpointCore c = new EndpointCore(engine, id, client, peer);
-        byConnId.put(id, c);
-        byIdSlot.set(id & (byIdSlot.length() - 1), c);
-        return c;
     }
 
     /** The endpoint with local connection id {@code id}, or null (as {@code byConnId.get}, without its boxing). */
