@@ -34,6 +34,7 @@ public final class UcxOptions implements Cloneable {
     private boolean ucxBuffers = true;
     private boolean peerErrorHandling = true;
     private boolean rma = true;
+    private int maxHandshakes = 64;
 
     private UcxOptions() {}
 
@@ -384,6 +385,31 @@ public final class UcxOptions implements Cloneable {
     /** {@return whether remote memory access is enabled} See {@link #withRma}. */
     public boolean rma() {
         return rma;
+    }
+
+    /**
+     * Most incoming connections each {@link Listener} handshakes at once (default 64). Until a peer has proven
+     * itself (the secret, when one is set) its connection holds a socket and a virtual thread for up to the connect
+     * timeout; past this many, a listener accepts no more until one ends, and later peers wait in the kernel's
+     * accept queue (or time out there), so a flood of connections that never speak cannot use up the process's
+     * file descriptors. Connections already accepted do not count.
+     *
+     * @param max the most handshakes in progress per listener, one or more
+     * @return a copy with this setting
+     * @throws IllegalArgumentException if {@code max} is less than one
+     */
+    public UcxOptions withMaxHandshakes(int max) {
+        if (max < 1) {
+            throw new IllegalArgumentException("maxHandshakes must be at least 1: " + max);
+        }
+        UcxOptions o = copy();
+        o.maxHandshakes = max;
+        return o;
+    }
+
+    /** {@return the most incoming handshakes one listener runs at once} See {@link #withMaxHandshakes}. */
+    public int maxHandshakes() {
+        return maxHandshakes;
     }
 
     /** {@return whether endpoints use UCX peer error handling} See {@link #withPeerErrorHandling}. */

@@ -279,6 +279,35 @@ class MessagingTest {
         out.flush();
     }
 
+    /**
+     * Connections that never speak hold a listener's handshake slots until their deadline; past the cap the listener
+     * accepts nothing more (the kernel queues the peer), and a slot that frees lets the next one in.
+     */
+    @Test
+    void aListenerRunsAtMostItsCapOfHandshakesAtOnce() throws Exception {
+        try (Ucx server = Ucx.open(UcxOptions.defaults().withMaxHandshakes(2)
+                .withConnectTimeout(Duration.ofSeconds(60)));
+                Listener l = server.listen(0, ep -> { }); Socket silent1 = new Socket("127.0.0.1", l.port());
+                Socket silent2 = new Socket("127.0.0.1", l.port()); Socket third = new Socket("127.0.0.1", l.port())) {
+            for (Socket s : new Socket[] {silent1, silent2}) { // accepted: the listener's hello comes first
+                s.setSoTimeout(10_000);
+                assertTrue(s.getInputStream().read() >= 0, "an accepted connection gets the listener's hello");
+            }
+            third.setSoTimeout(500);
+            assertThrows(java.net.SocketTimeoutException.class, () -> third.getInputStream().read(),
+                    "a third connection was accepted while two handshakes held both slots");
+            silent1.close(); // its handshake ends (EOF), and with it its slot
+            third.setSoTimeout(10_000);
+            assertTrue(third.getInputStream().read() >= 0, "the freed slot went to the waiting connection");
+            third.close();
+            silent2.close();
+            try (Ucx client = Ucx.open(); Endpoint ep = client.connect("127.0.0.1", l.port(), T)) {
+                ep.send(new byte[] {7}, 1, T); // a real peer still gets in once the silent ones are gone
+                assertTrue(ep.isAlive());
+            }
+        }
+    }
+
     @Test
     void aPeerThatTricklesItsHandshakeIsCutOffAtTheDeadline() throws Exception {
         // each byte within the socket timeout, but the whole handshake far past the listener's 1 s budget: the

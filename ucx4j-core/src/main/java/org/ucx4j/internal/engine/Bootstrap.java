@@ -76,7 +76,13 @@ public final class Bootstrap {
         return f;
     }
 
-    /** Binds a listening socket; each accepted connection is handshaken on its own virtual thread. */
+    /** How often an accept loop with every handshake slot taken looks whether its listener closed. */
+    private static final long HANDSHAKE_SLOT_CHECK_MS = 100;
+
+    /**
+     * Binds a listening socket; each accepted connection is handshaken on its own virtual thread, at most
+     * {@code maxHandshakes} at once.
+     */
     public static ListenerCore listen(Engine engine, InetSocketAddress bind, Consumer<EndpointCore> onConnection)
             throws IOException {
         ServerSocket ss = new ServerSocket();
@@ -96,11 +102,21 @@ public final class Bootstrap {
     private static void acceptLoop(Engine engine, ListenerCore l) {
         long pauseMs = 10;
         while (!l.isClosed()) {
+            try {
+                // at most maxHandshakes connections between accept and the end of their handshake: past that,
+                // peers wait in the kernel's accept queue (a flood that never speaks holds no more descriptors)
+                if (!l.handshakes.tryAcquire(HANDSHAKE_SLOT_CHECK_MS, TimeUnit.MILLISECONDS)) {
+                    continue; // looks at closed again
+                }
+            } catch (InterruptedException e) {
+                return;
+            }
             Socket s;
             try {
                 s = l.socket.accept();
                 pauseMs = 10;
             } catch (IOException e) {
+                l.handshakes.release();
                 if (l.isClosed() || l.socket.isClosed()) {
                     return;
                 }
@@ -116,7 +132,19 @@ public final class Bootstrap {
                 pauseMs = Math.min(1000, pauseMs * 2);
                 continue;
             }
-            Thread.ofVirtual().name("ucx4j-accepted-" + s.getRemoteSocketAddress()).start(() -> serve(engine, l, s));
+            try {
+                Thread.ofVirtual().name("ucx4j-accepted-" + s.getRemoteSocketAddress()).start(() -> {
+                    try {
+                        serve(engine, l, s);
+                    } finally {
+                        l.handshakes.release();
+                    }
+                });
+            } catch (Throwable t) { // no thread (out of memory): the connection is dropped, its slot kept
+                l.handshakes.release();
+                closeQuietly(s);
+                LOG.warn("ucx4j: listener on port {} dropped a connection: {}", l.port(), t.toString());
+            }
         }
     }
 
@@ -138,7 +166,8 @@ public final class Bootstrap {
             if (c != null) {
                 engine.connections.discard(c);
             }
-            LOG.warn("ucx4j: rejected incoming connection from {}: {}", peer, t.getMessage());
+            LOG.warn("ucx4j: rejected incoming connection from {}: {}", peer,
+                    t.getMessage() != null ? t.getMessage() : t.toString()); // an EOF has no message
             return;
         }
         Runnable hook = TestHooks.beforeHandOver;

@@ -53,7 +53,7 @@ public final class Engine {
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
             int maxFrames, long maxMessageBytes, long pullBudget, boolean peerErrorHandling,
-            int livenessSeconds, boolean ucxBuffers, boolean rma) {}
+            int livenessSeconds, boolean ucxBuffers, boolean rma, int maxHandshakes) {}
 
     final int id;
     final String name;
@@ -110,6 +110,8 @@ public final class Engine {
     final String shmSettings;
     final byte[] secret;
     final long handshakeTimeoutNanos;
+    /** Most handshakes one listener runs at once ({@code UcxOptions.withMaxHandshakes}). */
+    final int maxHandshakes;
     /** A connection whose peer host stops answering its socket's keepalive probes fails after this long. */
     final int livenessSeconds;
     /** UCP_ERR_HANDLING_MODE_PEER on every endpoint (both ends of a connection must agree; see Handshake). */
@@ -129,6 +131,7 @@ public final class Engine {
         this.executor = cfg.executor();
         this.secret = cfg.secret();
         this.handshakeTimeoutNanos = cfg.handshakeTimeoutNanos();
+        this.maxHandshakes = cfg.maxHandshakes();
         this.livenessSeconds = cfg.livenessSeconds();
         this.peerErrorHandling = cfg.peerErrorHandling();
         this.rma = cfg.rma();

@@ -2,6 +2,7 @@ package org.ucx4j.internal.engine;
 
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.util.concurrent.Semaphore;
 import java.util.function.Consumer;
 
 /** Engine-side state of one listener: the bound socket that accepts handshakes. */
@@ -9,12 +10,15 @@ public final class ListenerCore {
     final Engine engine;
     final Consumer<EndpointCore> onConnection;
     final ServerSocket socket;
+    /** One permit per handshake this listener may run at once; an accepted connection holds one until it ends. */
+    final Semaphore handshakes;
     private volatile boolean closed;
 
     ListenerCore(Engine engine, Consumer<EndpointCore> onConnection, ServerSocket socket) {
         this.engine = engine;
         this.onConnection = onConnection;
         this.socket = socket;
+        this.handshakes = new Semaphore(engine.maxHandshakes);
     }
 
     public int port() {
