@@ -547,6 +547,9 @@ public final class Endpoint implements AutoCloseable {
         MemorySegment seg = Buffers.segment(buf, true);
         Objects.requireNonNull(message, "message");
         ucx.checkOpen();
+        if (blocking) { // refused before the message is claimed: it stays for a try from elsewhere
+            engine.checkMayBlock("recv");
+        }
         Op op = engine.probedRecv(core, message.take(ucx, this, seg.byteSize()), message.tag(), message.length(),
                 seg.address(), seg.byteSize(), 0, null, blocking);
         op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try

@@ -646,6 +646,7 @@ public final class Ucx implements AutoCloseable {
     private long recvProbed(ProbedMessage message, MemorySegment buf, long timeoutNanos) {
         MemorySegment seg = Buffers.segment(buf, true);
         checkOpen();
+        engine.checkMayBlock("recv"); // refused before the message is claimed: it stays for a try from elsewhere
         Op op = engine.probedRecv(null, message.take(this, null, seg.byteSize()), message.tag(), message.length(),
                 seg.address(), seg.byteSize(), 0, null, true);
         op.onWithdrawn(message::giveBack); // withdrawn before UCX saw it: the message waits for the next try

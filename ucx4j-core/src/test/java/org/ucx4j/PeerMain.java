@@ -10,6 +10,18 @@ import java.util.concurrent.CompletableFuture;
 public final class PeerMain {
     public static void main(String[] args) throws Exception {
         String mode = args[0];
+        // the test JVM holds this process's stdin open and never writes to it: its end (the test JVM died, or
+        // ran out of time) ends this process too, so no peer outlives its test holding ports and shared memory
+        Thread.ofPlatform().daemon().name("parent-watch").start(() -> {
+            try {
+                while (System.in.read() >= 0) {
+                    // nothing is ever written
+                }
+            } catch (java.io.IOException e) {
+                // the same: the pipe is gone
+            }
+            Runtime.getRuntime().halt(3);
+        });
         // UCX4J_TEST_PEER_ERRORS=off: endpoints without UCX peer error handling (the test's side must match)
         UcxOptions opts = UcxOptions.defaults()
                 .withPeerErrorHandling(!"off".equals(System.getenv("UCX4J_TEST_PEER_ERRORS")));
@@ -131,8 +143,9 @@ public final class PeerMain {
                     Thread.sleep(Duration.ofMinutes(10));
                 }
             }
-            case "serve-rma" -> {
-                try (Ucx ucx = Ucx.open(); Listener l = ucx.listen(0, ep -> rmaServe(ucx, ep))) {
+            case "serve-rma", "serve-rma-registered" -> { // registered: the process's own memory, not UCX's
+                boolean registered = mode.equals("serve-rma-registered");
+                try (Ucx ucx = Ucx.open(); Listener l = ucx.listen(0, ep -> rmaServe(ucx, ep, registered))) {
                     System.out.println("PORT " + l.port());
                     System.out.flush();
                     Thread.sleep(Duration.ofMinutes(10));
@@ -247,8 +260,9 @@ public final class PeerMain {
      * RMA target: sends the key of a 32 MiB region holding pattern 21, then answers each 16-byte object
      * (offset, length) with 1 if that range holds pattern 22 relative to the offset (the client put it), else 0.
      */
-    static void rmaServe(Ucx ucx, Endpoint ep) {
-        try (MemoryRegion region = ucx.allocateMemory(32 << 20)) {
+    static void rmaServe(Ucx ucx, Endpoint ep, boolean registered) {
+        try (Arena own = Arena.ofShared(); MemoryRegion region = registered
+                ? ucx.registerMemory(own.allocate(32 << 20, 4096)) : ucx.allocateMemory(32 << 20)) {
             MemorySegment m = region.segment();
             for (long i = 0; i < m.byteSize(); i++) {
                 m.set(ValueLayout.JAVA_BYTE, i, Data.at(i, 21));

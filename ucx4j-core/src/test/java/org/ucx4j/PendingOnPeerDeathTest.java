@@ -117,6 +117,31 @@ class PendingOnPeerDeathTest {
     }
 
     /**
+     * Puts on shared memory into memory the peer registered (its own, not UCX's: a put into UCX-allocated shared
+     * memory is a copy that needs no peer), which UCX with peer error handling carries as messages through the
+     * peer's FIFO: with the peer stopped the FIFO fills and later puts wait in UCX; killing the peer fails them typed.
+     */
+    @org.junit.jupiter.api.Test
+    void pendingPutsFailTypedWhenTheStoppedPeerIsKilled() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "shared memory only (UCX_TLS is set)");
+        try (Peer p = Peer.start(env("shm"), List.of(), "serve-rma-registered"); Arena arena = Arena.ofShared();
+                Ucx ucx = Ucx.open(options("shm"))) {
+            Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
+            RemoteKey key = ep.unpackRemoteKey(ep.recvObject(T));
+            MemorySegment src = Data.pattern(arena, 8 << 20, 22);
+            ep.put(src.asSlice(0, 4096), key, 0, T); // puts work first
+            ep.flush(T);
+            signal(p, "STOP");
+            List<CompletableFuture<Long>> puts = new ArrayList<>();
+            for (int i = 0; i < 8; i++) {
+                puts.add(ep.putAsync(src, key, (long) (i % 4) << 23));
+            }
+            killAndCheck(p, Map.of("put", puts));
+        }
+    }
+
+    /**
      * Without peer error handling UCX has no forced close, so nothing purges a send to a peer that stopped, and a
      * graceful close's flush would wait for it as long as the peer stays stopped; the close still returns within
      * its bound (and 2 s), and the endpoint is closed. (The send stays with UCX, which cannot let go of its buffer,

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -51,6 +52,37 @@ class ProbeTest {
                     Data.verify(buf, size, 9);
                     assertThrows(IllegalStateException.class, () -> b.recv(taken, buf), "received once only");
                 }
+            }
+        });
+    }
+
+    /**
+     * A blocking receive of a probed message from code running inside UCX progress (a plain future's dependent, run
+     * where a receive completes) is refused before it claims the message, which then still arrives whole.
+     */
+    @Test
+    void aBlockingReceiveOfAProbedMessageRefusedInsideProgressLeavesTheMessage() throws Exception {
+        FailureTest.pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                client.send(Data.pattern(arena, 100, 4), 7);
+                client.sendTagged(Data.pattern(arena, 100, 5), 0x77);
+                ProbedMessage m = await(() -> server.probe(7, true));
+                ProbedMessage w = await(() -> b.probe(0x77, -1L, true));
+                MemorySegment buf = arena.allocate(100), wbuf = arena.allocate(100);
+                CompletableFuture<Long> trigger = server.recvAsync(arena.allocate(8), 9); // completes in progress
+                CompletableFuture<Void> inside = CompletableFuture.allOf(trigger).handle((v, e) -> {
+                    RuntimeException ep = assertThrows(IllegalStateException.class, () -> server.recv(m, buf));
+                    RuntimeException wk = assertThrows(IllegalStateException.class, () -> b.recv(w, wbuf));
+                    assertTrue(ep.getMessage().contains("inside UCX progress"), ep.getMessage());
+                    assertTrue(wk.getMessage().contains("inside UCX progress"), wk.getMessage());
+                    return null;
+                });
+                client.send(new byte[8], 9);
+                inside.get(10, TimeUnit.SECONDS);
+                assertEquals(100, server.recv(m, buf, T), "the refused receive left the message to this one");
+                Data.verify(buf, 100, 4);
+                assertEquals(100, b.recv(w, wbuf, T));
+                Data.verify(wbuf, 100, 5);
             }
         });
     }

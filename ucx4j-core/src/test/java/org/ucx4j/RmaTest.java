@@ -38,9 +38,11 @@ class RmaTest {
      */
     @Test
     void aRemoteKeyClosedDuringItsEndpointsCloseWaitsForTheRelease() throws Exception {
-        for (int round = 0; round < 5 && !keyClosedWhileClosing(); round++) {
-            // the close was quicker than this thread: try again
+        boolean caught = false;
+        for (int round = 0; round < 5 && !caught; round++) {
+            caught = keyClosedWhileClosing(); // false: the close was quicker than this thread: try again
         }
+        org.junit.jupiter.api.Assumptions.assumeTrue(caught, "no round caught the endpoint while it closed");
     }
 
     /** True when the key was closed while the endpoint was still closing (the case this checks). */
@@ -348,8 +350,13 @@ class RmaTest {
         }
     }
 
+    /**
+     * Gets issued right before the peer dies end with their data or typed, and new ones fail typed within 5 s.
+     * (On shared memory a get from UCX's memory needs no peer, so none need be pending here: operations certainly
+     * pending at the death are PendingOnPeerDeathTest's.)
+     */
     @Test
-    void pendingRmaFailsTypedWhenThePeerIsKilled() throws Exception {
+    void rmaFailsTypedOnceThePeerIsKilled() throws Exception {
         try (Peer p = Peer.start("serve-rma"); Ucx ucx = Ucx.open(); Arena arena = Arena.ofShared()) {
             int port = Integer.parseInt(p.await("PORT"));
             Endpoint ep = ucx.connect("127.0.0.1", port);

@@ -4,6 +4,11 @@ package org.ucx4j.internal.engine;
 public final class TestHooks {
     private TestHooks() {}
 
+    /** {@return the handshake protocol version this build speaks} (tests that write a hello by hand) */
+    public static int handshakeVersion() {
+        return Handshake.VERSION;
+    }
+
     /**
      * With {@code false}, sends made inside the call (owner thread) no longer ask UCX to complete there, so UCX
      * hands back a request for whatever it cannot finish at once: the path UCX 1.20 stream sends take anyway.
