@@ -561,7 +561,8 @@ public final class Endpoint implements AutoCloseable {
 
     /**
      * Sends bytes on the endpoint's ordered byte stream (UCX stream API: no message boundaries, no tags). Completes
-     * with the byte count. A timed-out or canceled stream operation aborts the endpoint, since UCX cannot withdraw it.
+     * with the byte count. A timed-out or canceled stream operation that UCX already holds aborts the endpoint, since
+     * UCX cannot withdraw it (one still waiting to reach UCX is simply withdrawn, its endpoint intact).
      *
      * @param buf native memory to send, valid and untouched until the future completes
      * @return a future of the number of bytes sent
@@ -582,7 +583,7 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * {@link #streamSend(MemorySegment)} within {@code timeout} (as a timed-out stream send, it aborts the endpoint).
+     * {@link #streamSend(MemorySegment)} within {@code timeout} (as a timed-out stream send, it aborts the endpoint once UCX holds it).
      *
      * @param buf native memory to send
      * @param timeout the longest wait; past it {@link UcxTimeoutException}
@@ -625,7 +626,7 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * {@link #streamSend(byte[])} within {@code timeout} (as a timed-out stream send, it aborts the endpoint).
+     * {@link #streamSend(byte[])} within {@code timeout} (as a timed-out stream send, it aborts the endpoint once UCX holds it).
      *
      * @param buf the bytes to send (copied)
      * @param timeout the longest wait; past it {@link UcxTimeoutException}
@@ -720,7 +721,7 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * {@link #streamRecv(byte[])} within {@code timeout} (as a timed-out stream receive, it aborts the endpoint).
+     * {@link #streamRecv(byte[])} within {@code timeout} (as a timed-out stream receive, it aborts the endpoint once UCX holds it).
      *
      * @param buf the array to fill, at least one byte long
      * @param timeout the longest wait; past it {@link UcxTimeoutException}

@@ -857,7 +857,8 @@ public final class Ucx implements AutoCloseable {
      * copy) or off the worker's thread (a copy, after which {@code copied} says the message is freed). Canceling the
      * result withdraws the receive (a message then goes to the next receive); it fails once a message was handed
      * over. So does completing it any other way ({@code orTimeout}, {@code completeOnTimeout}, {@code complete}): a
-     * message handed over just then goes back to be received again, not lost.
+     * message handed over just then goes back to be received again, not lost, ahead of later messages; once a
+     * message is on its way to a copying receive (here false) such completions are refused, the message arrives.
      */
     static <T> CompletableFuture<T> adapt(
             org.ucx4j.internal.engine.EngineFuture<org.ucx4j.internal.engine.AmData> src,
@@ -894,8 +895,8 @@ public final class Ucx implements AutoCloseable {
             src.whenDoneHere(deliver);
         } else {
             src.whenDoneHere((d, e) -> { // the check on the worker's thread, the copy off it
-                if (e == null && out.isDone()) {
-                    engine.unread(d);
+                if (e == null && !out.claim()) { // completed from outside first: back in front, on this thread,
+                    engine.unread(d); // before any later receive can take the next message
                 } else {
                     src.defaultExecutor().execute(() -> deliver.accept(d, e));
                 }
@@ -920,14 +921,31 @@ public final class Ucx implements AutoCloseable {
             return src.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
         }
 
+        /** OPEN, then CLAIMED (a message is on its way to it) or OUTSIDE (completed by someone else first). */
+        private final java.util.concurrent.atomic.AtomicInteger gate = new java.util.concurrent.atomic.AtomicInteger();
+        private static final int OPEN = 0, CLAIMED = 1, OUTSIDE = 2;
+
+        /**
+         * Reserves this future for the message just received (worker's thread): false if it was completed from
+         * outside first; once it returns true, outside completions ({@code orTimeout}...) are refused, so the
+         * message is not handed back behind a later receive's.
+         */
+        boolean claim() {
+            return gate.compareAndSet(OPEN, CLAIMED) && !isDone();
+        }
+
+        private boolean outside() {
+            return gate.compareAndSet(OPEN, OUTSIDE) || gate.get() == OUTSIDE;
+        }
+
         @Override
         public boolean complete(T value) {
-            return withdrawIf(super.complete(value));
+            return outside() && withdrawIf(super.complete(value));
         }
 
         @Override
         public boolean completeExceptionally(Throwable ex) {
-            return withdrawIf(super.completeExceptionally(ex));
+            return outside() && withdrawIf(super.completeExceptionally(ex));
         }
 
         private boolean withdrawIf(boolean completed) {

@@ -42,9 +42,18 @@ class SendRecvTest {
 
     @AfterAll
     void tearDown() throws Exception {
-        client.close();
-        server.close();
-        peer.close();
+        try { // the peer first, and whatever setUp got to: a failed setUp still ends the second JVM
+            if (peer != null) {
+                peer.close();
+            }
+        } finally {
+            if (client != null) {
+                client.close();
+            }
+            if (server != null) {
+                server.close();
+            }
+        }
     }
 
     @ParameterizedTest

@@ -216,29 +216,41 @@ class TagsAndConcurrencyTest {
             try (Listener l = server.listen(0, accepted::complete)) {
                 Endpoint ep = client.connect("127.0.0.1", l.port());
                 Endpoint s = accepted.get(10, TimeUnit.SECONDS);
-                List<Thread> senders = new ArrayList<>();
+                List<CompletableFuture<Void>> senders = new ArrayList<>();
                 for (int t = 0; t < threads; t++) {
                     int id = t;
-                    senders.add(Thread.ofVirtual().start(() -> {
-                        byte[] msg = new byte[8];
-                        for (int i = 0; i < perThread; i++) {
-                            int v = id * perThread + i;
-                            msg[0] = (byte) v;
-                            msg[1] = (byte) (v >>> 8);
-                            ep.send(msg, 3, T);
+                    CompletableFuture<Void> done = new CompletableFuture<>();
+                    senders.add(done);
+                    Thread.ofVirtual().start(() -> {
+                        try {
+                            byte[] msg = new byte[8];
+                            for (int i = 0; i < perThread; i++) {
+                                // every byte a function of (sender, index): a torn or mixed message shows
+                                java.nio.ByteBuffer.wrap(msg).putInt(id).putInt(i ^ (id * 0x9E3779B1));
+                                ep.send(msg, 3, T);
+                            }
+                            done.complete(null);
+                        } catch (Throwable e) {
+                            done.completeExceptionally(e); // a sender's failure is reported as itself
                         }
-                    }));
+                    });
                 }
                 BitSet seen = new BitSet();
+                int[] next = new int[threads]; // one sender's messages arrive in the order it sent them
                 byte[] in = new byte[8];
                 for (int i = 0; i < threads * perThread; i++) {
                     assertEquals(8, s.recv(in, 3, T));
-                    int v = (in[0] & 0xff) | ((in[1] & 0xff) << 8);
+                    java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(in);
+                    int id = b.getInt();
+                    assertTrue(id >= 0 && id < threads, "sender " + id);
+                    int index = b.getInt() ^ (id * 0x9E3779B1);
+                    assertEquals(next[id]++, index, "sender " + id + "'s messages in order");
+                    int v = id * perThread + index;
                     assertFalse(seen.get(v), "duplicate " + v);
                     seen.set(v);
                 }
-                for (Thread t : senders) {
-                    t.join(20_000);
+                for (CompletableFuture<Void> done : senders) {
+                    done.get(20, TimeUnit.SECONDS);
                 }
                 assertEquals(threads * perThread, seen.cardinality());
             }

@@ -79,7 +79,8 @@ class BlockServerTest {
                     slow.amSend(Wire.header(Wire.FETCH, r + 1, requests[r].length),
                             String.join("\n", requests[r]).getBytes(StandardCharsets.UTF_8), T);
                 }
-                Thread.sleep(1000);
+                Thread.sleep(1000); // time to overshoot its budget, if it would
+                Data.eventually(() -> server.peakBytesInFlight() > 0); // (a slow machine: not started yet)
                 long peak = server.peakBytesInFlight();
                 assertTrue(peak > 0 && peak <= BUDGET, "bytes in flight to the stopped reducer: " + peak);
                 // meanwhile another reducer is served at once
@@ -130,7 +131,8 @@ class BlockServerTest {
                 String[] ids = {"b0", "nope", "s0", "b1", "e"};
                 slow.amSend(Wire.header(Wire.FETCH_TO_DISK, 5, ids.length),
                         String.join("\n", ids).getBytes(StandardCharsets.UTF_8), T);
-                Thread.sleep(1000);
+                Thread.sleep(1000); // time to overshoot its budget, if it would
+                Data.eventually(() -> server.peakBytesInFlight() > 0); // (a slow machine: not started yet)
                 long peak = server.peakBytesInFlight();
                 assertTrue(peak > 0 && peak <= budget, "bytes in flight to the stopped reducer: " + peak);
                 // parts: 5 + 5 of the large blocks, one each of the small and the empty one; one refusal

@@ -18,6 +18,7 @@ import java.util.stream.IntStream;
 import java.util.zip.CRC32;
 
 import org.apache.spark.FetchFailed;
+import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.executor.ShuffleReadMetrics;
@@ -54,8 +55,11 @@ class UcxShuffleClusterTest {
     private static Map<String, List<String>> builtIn;
     private static SparkSession spark;
     private static final Metrics METRICS = new Metrics();
-    /** One fixed block-server port for both executors of this host: the second takes the next free one. */
-    private static final int PORT = freePort();
+    /**
+     * One fixed block-server port for both executors of this host: the second takes the next free one. Chosen
+     * right before the cluster that uses it starts (the built-in one before it binds ephemeral ports too).
+     */
+    private static int PORT;
 
     @BeforeAll
     static void runBuiltInThenStartUcx() {
@@ -65,6 +69,7 @@ class UcxShuffleClusterTest {
         } finally {
             sort.stop();
         }
+        PORT = freePort();
         spark = Clusters.start(Clusters.conf("ucx4j", Clusters.UCX, 2)
                 .set("spark.authenticate", "true")
                 .set("spark.authenticate.secret", SECRET)
@@ -444,36 +449,35 @@ class UcxShuffleClusterTest {
                 () -> List.of(new Tuple2<>(org.apache.spark.SparkEnv.get().executorId(), ProcessHandle.current().pid())));
         assertTrue(executors.size() >= 2, "need two executors: " + executors);
         long victim = executors.get(executors.size() - 1)._2();
-        AtomicBoolean killed = new AtomicBoolean();
-        SparkListener killer = new SparkListener() {
-            @Override
-            public void onStageSubmitted(SparkListenerStageSubmitted s) {
-                // the reduce stage (it has a parent) starts fetching: kill a map-output holder now
-                if (!s.stageInfo().parentIds().isEmpty() && killed.compareAndSet(false, true)) {
-                    ProcessHandle.of(victim).ifPresent(ProcessHandle::destroyForcibly);
-                }
-            }
-        };
         int removedBefore = METRICS.executorsRemoved.get();
         int retriesBefore = METRICS.stageRetries.get();
-        spark.sparkContext().addSparkListener(killer);
-        try {
-            List<Tuple2<Integer, Long>> sums = sc.parallelize(IntStream.range(0, 400_000).boxed().toList(), 8)
-                    .mapToPair(i -> new Tuple2<>(i % 100, (long) i)).reduceByKey(Long::sum, 8).collect();
-            long total = sums.stream().mapToLong(Tuple2::_2).sum();
-            assertEquals(100, sums.size());
-            assertEquals(400_000L * 399_999 / 2, total, "results lost in the retry");
-        } finally {
-            spark.sparkContext().removeSparkListener(killer);
-        }
-        assertTrue(killed.get(), "the executor was never killed");
+        JavaPairRDD<Integer, Long> summed = sc.parallelize(IntStream.range(0, 400_000).boxed().toList(), 8)
+                .mapToPair(i -> new Tuple2<>(i % 100, (long) i)).reduceByKey(Long::sum, 8);
+        assertEquals(100, summed.count()); // the map outputs now live on both executors
+        Clusters.awaitListeners(spark);
+        String victimId = executors.get(executors.size() - 1)._1();
+        assertTrue(METRICS.mapTasksOn.getOrDefault(victimId, new AtomicInteger()).get() > 0,
+                "the victim holds map output: " + METRICS.mapTasksOn);
+        int mapTasksBefore = METRICS.mapTasks.get();
+        // killed between the shuffle's write and the next read of it (a listener killing at the reduce stage's
+        // start raced the stage, which could end first): the next job's reducers fetch from a dead executor
+        ProcessHandle.of(victim).ifPresent(h -> {
+            h.destroyForcibly();
+            h.onExit().orTimeout(30, java.util.concurrent.TimeUnit.SECONDS).join();
+        });
+        List<Tuple2<Integer, Long>> sums = summed.collect();
+        long total = sums.stream().mapToLong(Tuple2::_2).sum();
+        assertEquals(100, sums.size());
+        assertEquals(400_000L * 399_999 / 2, total, "results lost in the retry");
         Data.eventually(() -> METRICS.executorsRemoved.get() > removedBefore);
         Clusters.awaitListeners(spark);
-        // the dead executor's map output was recomputed: a stage ran again (after fetch failures, or Spark's own
-        // notice of the loss), rather than the job hanging or returning a partial result
-        assertTrue(METRICS.stageRetries.get() > retriesBefore, "no stage was retried after the kill");
+        // the dead executor's map output was recomputed (after fetch failures, a retry of the stage; after Spark's
+        // own notice of the loss, a new stage for the missing partitions), rather than the job hanging or returning
+        // a partial result
+        assertTrue(METRICS.mapTasks.get() > mapTasksBefore, "no map output was recomputed after the kill");
         System.err.println("kill test: fetch failures seen by Spark: " + METRICS.fetchFailures.get()
-                + ", stage retries: " + (METRICS.stageRetries.get() - retriesBefore));
+                + ", stage retries: " + (METRICS.stageRetries.get() - retriesBefore) + ", map tasks rerun: "
+                + (METRICS.mapTasks.get() - mapTasksBefore));
     }
 
     static List<byte[]> records(int partition, int n, int size) {
@@ -504,6 +508,9 @@ class UcxShuffleClusterTest {
         final AtomicInteger executorsRemoved = new AtomicInteger();
         /** Stage attempts after a stage's first: each one a recomputation (a map stage re-run after lost output). */
         final AtomicInteger stageRetries = new AtomicInteger();
+        /** Shuffle map tasks that succeeded, in all and by executor id. */
+        final AtomicInteger mapTasks = new AtomicInteger();
+        final Map<String, AtomicInteger> mapTasksOn = new java.util.concurrent.ConcurrentHashMap<>();
 
         @Override
         public void onStageSubmitted(SparkListenerStageSubmitted s) {
@@ -514,6 +521,10 @@ class UcxShuffleClusterTest {
 
         @Override
         public void onTaskEnd(SparkListenerTaskEnd end) {
+            if ("ShuffleMapTask".equals(end.taskType()) && end.reason() instanceof org.apache.spark.Success$) {
+                mapTasks.incrementAndGet();
+                mapTasksOn.computeIfAbsent(end.taskInfo().executorId(), k -> new AtomicInteger()).incrementAndGet();
+            }
             if (end.reason() instanceof FetchFailed f) {
                 fetchFailures.incrementAndGet();
                 fetchFailureMessages.add(String.valueOf(f.message()));
