@@ -392,7 +392,8 @@ public final class UcxOptions implements Cloneable {
      * itself (the secret, when one is set) its connection holds a socket and a virtual thread for up to the connect
      * timeout; past this many, a listener accepts no more until one ends, and later peers wait in the kernel's
      * accept queue (or time out there), so a flood of connections that never speak cannot use up the process's
-     * file descriptors. Connections already accepted do not count.
+     * file descriptors (a flood that keeps renewing itself can still keep other peers out: their connects time out;
+     * the cap bounds resources, not who gets in). Connections handed over to the listener's handler do not count.
      *
      * @param max the most handshakes in progress per listener, one or more
      * @return a copy with this setting

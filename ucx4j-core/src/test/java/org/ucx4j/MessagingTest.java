@@ -334,8 +334,8 @@ class MessagingTest {
                         s.getOutputStream().write(bytes[i]);
                         s.getOutputStream().flush();
                         sent.incrementAndGet();
-                        if (i >= 7) { // magic, version and flags at once, then a byte every 250 ms
-                            Thread.sleep(250);
+                        if (i >= 7) { // magic, version and flags at once, then a byte every 100 ms
+                            Thread.sleep(100);
                         }
                     }
                 } catch (Exception e) {
@@ -353,7 +353,7 @@ class MessagingTest {
             }
             int atEnd = sent.get();
             assertTrue(atEnd < bytes.length, "the listener waited for all " + bytes.length + " bytes (one "
-                    + "every 250 ms) instead of ending the handshake at its 1 s deadline");
+                    + "every 100 ms) instead of ending the handshake at its 1 s deadline");
             // the listener read on past the version for a while (a version or flags it refused would have ended
             // the connection at once, after 8 or 9 bytes, the test then proving nothing about the deadline)
             assertTrue(atEnd >= 10, "the handshake ended after " + atEnd + " bytes, before its deadline");

@@ -69,7 +69,8 @@ class ProbeTest {
                 ProbedMessage m = await(() -> server.probe(7, true));
                 ProbedMessage w = await(() -> b.probe(0x77, -1L, true));
                 MemorySegment buf = arena.allocate(100), wbuf = arena.allocate(100);
-                CompletableFuture<Long> trigger = server.recvAsync(arena.allocate(8), 9); // completes in progress
+                // a rendezvous message: its receive completes in UCX's progress however early it is posted
+                CompletableFuture<Long> trigger = server.recvAsync(arena.allocate(1 << 20), 9);
                 CompletableFuture<Void> inside = CompletableFuture.allOf(trigger).handle((v, e) -> {
                     RuntimeException ep = assertThrows(IllegalStateException.class, () -> server.recv(m, buf));
                     RuntimeException wk = assertThrows(IllegalStateException.class, () -> b.recv(w, wbuf));
@@ -77,8 +78,9 @@ class ProbeTest {
                     assertTrue(wk.getMessage().contains("inside UCX progress"), wk.getMessage());
                     return null;
                 });
-                client.send(new byte[8], 9);
+                CompletableFuture<Long> sent = client.sendAsync(arena.allocate(1 << 20), 9);
                 inside.get(10, TimeUnit.SECONDS);
+                sent.get(10, TimeUnit.SECONDS);
                 assertEquals(100, server.recv(m, buf, T), "the refused receive left the message to this one");
                 Data.verify(buf, 100, 4);
                 assertEquals(100, b.recv(w, wbuf, T));

@@ -239,7 +239,16 @@ class TagsAndConcurrencyTest {
                 int[] next = new int[threads]; // one sender's messages arrive in the order it sent them
                 byte[] in = new byte[8];
                 for (int i = 0; i < threads * perThread; i++) {
-                    assertEquals(8, s.recv(in, 3, T));
+                    try {
+                        assertEquals(8, s.recv(in, 3, T));
+                    } catch (UcxTimeoutException missing) { // a sender that failed says why, not the wait for it
+                        for (CompletableFuture<Void> done : senders) {
+                            if (done.isCompletedExceptionally()) {
+                                done.get();
+                            }
+                        }
+                        throw missing;
+                    }
                     java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(in);
                     int id = b.getInt();
                     assertTrue(id >= 0 && id < threads, "sender " + id);

@@ -453,11 +453,13 @@ class UcxShuffleClusterTest {
         int retriesBefore = METRICS.stageRetries.get();
         JavaPairRDD<Integer, Long> summed = sc.parallelize(IntStream.range(0, 400_000).boxed().toList(), 8)
                 .mapToPair(i -> new Tuple2<>(i % 100, (long) i)).reduceByKey(Long::sum, 8);
+        String victimId = executors.get(executors.size() - 1)._1();
+        Clusters.awaitListeners(spark);
+        int victimsBefore = METRICS.mapTasksOn.computeIfAbsent(victimId, k -> new AtomicInteger()).get();
         assertEquals(100, summed.count()); // the map outputs now live on both executors
         Clusters.awaitListeners(spark);
-        String victimId = executors.get(executors.size() - 1)._1();
-        assertTrue(METRICS.mapTasksOn.getOrDefault(victimId, new AtomicInteger()).get() > 0,
-                "the victim holds map output: " + METRICS.mapTasksOn);
+        assertTrue(METRICS.mapTasksOn.get(victimId).get() > victimsBefore,
+                "the victim holds some of this shuffle's map output: " + METRICS.mapTasksOn);
         int mapTasksBefore = METRICS.mapTasks.get();
         // killed between the shuffle's write and the next read of it (a listener killing at the reduce stage's
         // start raced the stage, which could end first): the next job's reducers fetch from a dead executor
