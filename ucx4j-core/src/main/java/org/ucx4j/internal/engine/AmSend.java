@@ -22,27 +22,20 @@ public final class AmSend {
 
     /** A plain active message (kind {@link AmWire#PLAIN}); a raw endpoint sends the header exactly as given. */
     public static Op message(EndpointCore ep, MemorySegment header, MemorySegment payload, boolean blocking) {
-        return build(ep, AmWire.PLAIN, header, List.of(payload), false, blocking);
+        return build(ep, AmWire.PLAIN, header, header.byteSize(), payload, null, blocking);
     }
 
-    /** A size-prefixed object (kind {@link AmWire#OBJECT}). */
+    /** A size-prefixed object (kind {@link AmWire#OBJECT}): its 8-byte size is the header, written in place. */
     public static Op object(EndpointCore ep, MemorySegment payload, boolean blocking) {
-        MemorySegment h = MemorySegment.ofArray(new byte[8]);
-        h.set(JAVA_LONG_UNALIGNED, 0, payload.byteSize());
-        return build(ep, AmWire.OBJECT, h, List.of(payload), false, blocking);
+        return build(ep, AmWire.OBJECT, null, 8, payload, null, blocking);
     }
 
-    /** Frames (kind {@link AmWire#FRAMES}): a header with count, sizes and memory types, then the frames. */
+    /**
+     * Frames (kind {@link AmWire#FRAMES}): a header with count, sizes and memory types (written in place), then the
+     * frames.
+     */
     public static Op frames(EndpointCore ep, List<MemorySegment> frames, boolean blocking) {
-        int n = frames.size();
-        MemorySegment h = MemorySegment.ofArray(new byte[4 + n * AmWire.FRAME_ENTRY]);
-        h.set(JAVA_INT_UNALIGNED, 0, n);
-        for (int i = 0; i < n; i++) {
-            long at = 4L + (long) i * AmWire.FRAME_ENTRY;
-            h.set(JAVA_LONG_UNALIGNED, at, frames.get(i).byteSize());
-            h.set(JAVA_BYTE, at + 8, (byte) 0); // UCS_MEMORY_TYPE_HOST
-        }
-        return build(ep, AmWire.FRAMES, h, frames, true, blocking);
+        return build(ep, AmWire.FRAMES, null, 4L + (long) frames.size() * AmWire.FRAME_ENTRY, null, frames, blocking);
     }
 
     /**
@@ -63,23 +56,30 @@ public final class AmSend {
 
     /** Test hook: an active message of any kind with a header exactly as given (after the prefix). */
     public static Op forged(EndpointCore ep, byte kind, MemorySegment header, MemorySegment payload) {
-        return build(ep, kind, header, List.of(payload), false, false);
+        return build(ep, kind, header, header.byteSize(), payload, null, false);
     }
 
-    private static Op build(EndpointCore ep, byte kind, MemorySegment header, List<MemorySegment> parts, boolean iov,
-            boolean blocking) {
+    /**
+     * One block for the wire header, the iov table and heap copies. {@code header} null: the kind's own header
+     * ({@code userHeaderLength} bytes) is written here, from {@code single} (an object's size) or {@code frames}
+     * (their count and sizes). One payload ({@code single}) or a list of frames sent as an iov.
+     */
+    private static Op build(EndpointCore ep, byte kind, MemorySegment header, long userHeaderLength,
+            MemorySegment single, List<MemorySegment> frames, boolean blocking) {
+        boolean iov = frames != null;
         if (ep.raw && kind != AmWire.PLAIN) {
             throw new IllegalStateException("frames and objects need a ucx4j peer; a raw endpoint sends plain "
                     + "active messages only");
         }
         long prefix = ep.raw ? 0 : AmWire.PREFIX;
-        long headerLength = prefix + header.byteSize();
+        long headerLength = prefix + userHeaderLength;
         checkHeader(ep, headerLength, kind);
-        int n = parts.size();
+        int n = iov ? frames.size() : 1;
         long table = iov ? n * UCP_DT_IOV.byteSize() : 0;
         long copies = 0;
         long total = 0;
-        for (MemorySegment p : parts) {
+        for (int i = 0; i < n; i++) {
+            MemorySegment p = iov ? frames.get(i) : single;
             total += p.byteSize();
             if (!p.isNative()) {
                 copies += p.byteSize();
@@ -96,11 +96,22 @@ public final class AmSend {
             if (!ep.raw) {
                 AmWire.prefixAt(b, ep.peerConnId, kind);
             }
-            MemorySegment.copy(header, 0, b, prefix, header.byteSize());
+            if (header != null) {
+                MemorySegment.copy(header, 0, b, prefix, userHeaderLength);
+            } else if (kind == AmWire.OBJECT) {
+                b.set(JAVA_LONG_UNALIGNED, prefix, single.byteSize());
+            } else { // FRAMES
+                b.set(JAVA_INT_UNALIGNED, prefix, n);
+                for (int i = 0; i < n; i++) {
+                    long at = prefix + 4L + (long) i * AmWire.FRAME_ENTRY;
+                    b.set(JAVA_LONG_UNALIGNED, at, frames.get(i).byteSize());
+                    b.set(JAVA_BYTE, at + 8, (byte) 0); // UCS_MEMORY_TYPE_HOST
+                }
+            }
             long tableAt = align(headerLength);
             long copyAt = tableAt + table;
             for (int i = 0; i < n; i++) {
-                MemorySegment p = parts.get(i);
+                MemorySegment p = iov ? frames.get(i) : single;
                 long address;
                 if (p.isNative()) {
                     address = p.address();
