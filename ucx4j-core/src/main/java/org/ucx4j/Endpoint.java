@@ -583,7 +583,8 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * {@link #streamSend(MemorySegment)} within {@code timeout} (as a timed-out stream send, it aborts the endpoint once UCX holds it).
+     * {@link #streamSend(MemorySegment)} within {@code timeout} (as a timed-out stream send, it aborts the endpoint
+     * once UCX holds it).
      *
      * @param buf native memory to send
      * @param timeout the longest wait; past it {@link UcxTimeoutException}
@@ -626,7 +627,8 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * {@link #streamSend(byte[])} within {@code timeout} (as a timed-out stream send, it aborts the endpoint once UCX holds it).
+     * {@link #streamSend(byte[])} within {@code timeout} (as a timed-out stream send, it aborts the endpoint once
+     * UCX holds it).
      *
      * @param buf the bytes to send (copied)
      * @param timeout the longest wait; past it {@link UcxTimeoutException}
@@ -721,7 +723,8 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
-     * {@link #streamRecv(byte[])} within {@code timeout} (as a timed-out stream receive, it aborts the endpoint once UCX holds it).
+     * {@link #streamRecv(byte[])} within {@code timeout} (as a timed-out stream receive, it aborts the endpoint once
+     * UCX holds it).
      *
      * @param buf the array to fill, at least one byte long
      * @param timeout the longest wait; past it {@link UcxTimeoutException}

@@ -35,7 +35,8 @@ public final class AmSend {
      * frames.
      */
     public static Op frames(EndpointCore ep, List<MemorySegment> frames, boolean blocking) {
-        return build(ep, AmWire.FRAMES, null, 4L + (long) frames.size() * AmWire.FRAME_ENTRY, null, frames, blocking);
+        long headerLength = 4L + (long) frames.size() * AmWire.FRAME_ENTRY;
+        return build(ep, AmWire.FRAMES, null, headerLength, null, frames, blocking);
     }
 
     /**

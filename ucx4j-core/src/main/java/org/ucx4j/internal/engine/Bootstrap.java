@@ -140,7 +140,7 @@ public final class Bootstrap {
                         l.handshakes.release();
                     }
                 });
-            } catch (Throwable t) { // no thread (out of memory): the connection is dropped, its slot kept
+            } catch (Throwable t) { // no thread (out of memory): the connection is dropped, its slot freed
                 l.handshakes.release();
                 closeQuietly(s);
                 LOG.warn("ucx4j: listener on port {} dropped a connection: {}", l.port(), t.toString());
