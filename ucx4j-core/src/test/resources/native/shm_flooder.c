@@ -6,21 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
-#include <unistd.h>
-#include <sys/time.h>
-
-/* never outlive the test JVM that started this (it may crash): reparented means it is gone */
-static pid_t parent;
-static void watch_parent(int sig) { (void)sig; if (getppid() != parent) _exit(3); }
-static void start_parent_watch(void) {
-    parent = getppid();
-    struct sigaction sa; memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = watch_parent; sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval every = {{0, 250000}, {0, 250000}};
-    setitimer(ITIMER_REAL, &every, NULL);
-}
+#include "parent_watch.h"
 
 static int unhex(int c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
 

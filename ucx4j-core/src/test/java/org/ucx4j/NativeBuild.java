@@ -25,8 +25,10 @@ final class NativeBuild {
     /** Builds {@code /native/<name>.c} from the test resources into {@code dir}; {@code libs}: e.g. -lucp. */
     static Path build(Path dir, String name, String... libs) throws Exception {
         Path src = dir.resolve(name + ".c");
-        try (var in = NativeBuild.class.getResourceAsStream("/native/" + name + ".c")) {
-            Files.write(src, in.readAllBytes());
+        for (String file : List.of(name + ".c", "parent_watch.h")) { // the header the C peers include
+            try (var in = NativeBuild.class.getResourceAsStream("/native/" + file)) {
+                Files.write(dir.resolve(file), in.readAllBytes());
+            }
         }
         Path exe = dir.resolve(name);
         List<String> cmd = new ArrayList<>(List.of("gcc", "-o", exe.toString(), src.toString()));
