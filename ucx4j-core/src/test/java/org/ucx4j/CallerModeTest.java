@@ -779,6 +779,22 @@ class CallerModeTest {
         }
     }
 
+    /** A blocking call made on a virtual thread of its own: the thread, and how the call ended (null: normally). */
+    record Call(Thread thread, CompletableFuture<Throwable> outcome) {}
+
+    static Call onAnotherThread(Runnable blockingCall) {
+        CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+        Thread t = Thread.ofVirtual().start(() -> {
+            try {
+                blockingCall.run();
+                outcome.complete(null);
+            } catch (Throwable e) {
+                outcome.complete(e);
+            }
+        });
+        return new Call(t, outcome);
+    }
+
     /**
      * Another thread's timed call on a caller-mode worker whose owner is not progressing: the operation never
      * reaches UCX, and the wait still ends at its deadline (not when the owner next turns the crank); the worker
@@ -789,15 +805,9 @@ class CallerModeTest {
         withCallerClient((a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment buf = arena.allocate(8);
-                CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-                Thread t = Thread.ofVirtual().start(() -> {
-                    try {
-                        client.recv(buf, 5, Duration.ofMillis(300));
-                        outcome.complete(null);
-                    } catch (Throwable e) {
-                        outcome.complete(e);
-                    }
-                });
+                Call call = onAnotherThread(() -> client.recv(buf, 5, Duration.ofMillis(300)));
+                CompletableFuture<Throwable> outcome = call.outcome();
+                Thread t = call.thread();
                 // the owner (this thread) does not progress meanwhile
                 Throwable e = outcome.get(5, TimeUnit.SECONDS);
                 assertInstanceOf(UcxTimeoutException.class, e, String.valueOf(e));
@@ -823,15 +833,10 @@ class CallerModeTest {
         withCallerClient((a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment buf = arena.allocate(8);
-                CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-                Thread t = Thread.ofVirtual().start(() -> {
-                    try {
-                        client.recv(buf, 6); // no timeout; the owner (this thread) does not progress
-                        outcome.complete(null);
-                    } catch (Throwable e) {
-                        outcome.complete(e);
-                    }
-                });
+                // no timeout; the owner (this thread) does not progress
+                Call call = onAnotherThread(() -> client.recv(buf, 6));
+                CompletableFuture<Throwable> outcome = call.outcome();
+                Thread t = call.thread();
                 // the receive waits in the queue (the thread parks) before the close: else it would be refused
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
                 while (t.getState() != Thread.State.WAITING && t.getState() != Thread.State.TIMED_WAITING) {
