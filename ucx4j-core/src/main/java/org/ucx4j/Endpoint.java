@@ -326,6 +326,10 @@ public final class Endpoint implements AutoCloseable {
     /**
      * Receives the next message the peer sent to this endpoint with {@code tag}; completes with its length.
      *
+     * <p>Messages the peer sent before it closed gracefully are still received after its close ended this
+     * endpoint, until this side closes it (a rendezvous-size message the peer closed without waiting for is not:
+     * its bytes went with the peer); with none waiting, the receive fails with {@link ConnectionResetException}.
+     *
      * @param buf native memory to receive into, valid until the future completes
      * @param tag the user tag the peer sent with
      * @return a future of the message's length in bytes; it fails with {@link MessageTruncatedException} if the
@@ -648,6 +652,10 @@ public final class Endpoint implements AutoCloseable {
     /**
      * Receives exactly {@code buf.byteSize()} stream bytes.
      *
+     * <p>Once the peer has closed gracefully, the bytes it streamed before are still received, as a socket's reads
+     * go on after its peer's FIN, until this side closes the endpoint; a receive that asks for more than is left
+     * then fails with {@link ConnectionResetException} and leaves those bytes to {@link #streamRecvSomeAsync}.
+     *
      * @param buf native memory to fill, at least one byte ({@link IllegalArgumentException} if empty), valid until
      *     the future completes
      * @return a future of the number of bytes received, {@code buf.byteSize()}
@@ -658,7 +666,8 @@ public final class Endpoint implements AutoCloseable {
 
     /**
      * Receives whatever stream bytes are available, at least one, at most {@code buf.byteSize()}; returns the
-     * count.
+     * count. After the peer's graceful close, it takes what the peer streamed before, then fails with
+     * {@link ConnectionResetException} (the end of the stream).
      *
      * @param buf native memory to receive into, at least one byte, valid until the future completes
      * @return a future of the number of bytes received

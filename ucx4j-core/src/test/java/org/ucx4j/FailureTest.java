@@ -221,6 +221,109 @@ class FailureTest {
         });
     }
 
+    /**
+     * Tag messages a peer sent before its graceful close are still received after the close ended the endpoint,
+     * by tag, in any order and in every form; a receive that finds none fails with ConnectionResetException at
+     * once, a too-small buffer with MessageTruncatedException; what is left unread leaves the worker when the
+     * application closes its endpoint (before, such messages could never be received, and stayed in the worker).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"two-workers", "one-worker"})
+    void tagMessagesSentBeforeAGracefulCloseAreStillReceived(String where) throws Exception {
+        pairOn(where, (a, b, client, server) -> {
+            try (Arena arena = Arena.ofConfined()) {
+                long[] sizes = {100, 0, 4000, 300, 50, 20}; // eager; tags 1..6
+                for (int i = 0; i < sizes.length; i++) {
+                    client.send(Data.pattern(arena, sizes[i], i), i + 1);
+                }
+                client.close();
+                Data.eventually(server::isClosed);
+                MemorySegment buf = arena.allocate(8192);
+                assertEquals(4000, server.recv(buf, 3));
+                Data.verify(buf.asSlice(0, 4000), 4000, 2);
+                assertEquals(100, server.recvAsync(buf, 1).get(10, TimeUnit.SECONDS));
+                Data.verify(buf.asSlice(0, 100), 100, 0);
+                assertEquals(0, server.recv(buf, 2, T));
+                byte[] bytes = new byte[300];
+                assertEquals(300, server.recv(bytes, 4));
+                Data.verify(MemorySegment.ofArray(bytes), 300, 3);
+                assertThrows(MessageTruncatedException.class, () -> server.recv(new byte[10], 5));
+                assertInstanceOf(ConnectionResetException.class,
+                        assertThrows(UcxException.class, () -> server.recv(buf, 7, T)), "nothing sent with tag 7");
+                assertInstanceOf(ConnectionResetException.class,
+                        assertThrows(UcxException.class, () -> server.recv(buf, 1, T)), "tag 1's one message was taken");
+                assertNotNull(server.probe(6, false), "tag 6's message waits in the worker");
+                server.close();
+                Data.eventually(() -> server.probe(6, false) == null); // freed, not left in the worker
+                assertThrows(UcxException.class, () -> server.recv(buf, 6, T));
+            }
+        });
+    }
+
+    /**
+     * Stream bytes a peer sent before its graceful close are still read after the close ended the endpoint (UCX
+     * drops an endpoint's queued stream data with it: they are copied out first), exact-length and "some" reads
+     * alike; an exact read asking for more than is left fails and leaves the bytes; then the stream's end is a
+     * ConnectionResetException. Also between two endpoints of one worker, whose streams land on each other's.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"two-workers", "one-worker"})
+    void streamBytesSentBeforeAGracefulCloseAreStillRead(String where) throws Exception {
+        PairBody body = (a, b, client, server) -> {
+            try (Arena arena = Arena.ofConfined()) {
+                int size = 10_000;
+                client.streamSend(Data.pattern(arena, size, 4));
+                client.close();
+                Data.eventually(server::isClosed);
+                MemorySegment buf = arena.allocate(size);
+                assertEquals(4000, server.streamRecv(buf.asSlice(0, 4000)));
+                assertInstanceOf(ConnectionResetException.class,
+                        assertThrows(UcxException.class, () -> server.streamRecv(arena.allocate(7000), T)),
+                        "6000 bytes are left, not 7000");
+                byte[] some = new byte[1000];
+                assertEquals(1000, server.streamRecv(some));
+                MemorySegment.copy(MemorySegment.ofArray(some), 0, buf, 4000, 1000);
+                long got = 5000;
+                while (got < size) {
+                    got += server.streamRecvSome(buf.asSlice(got), T);
+                }
+                Data.verify(buf, size, 4);
+                assertInstanceOf(ConnectionResetException.class,
+                        assertThrows(UcxException.class, () -> server.streamRecvSome(buf, T)), "the stream's end");
+                server.close();
+                assertThrows(UcxException.class, () -> server.streamRecvSome(buf, T));
+            }
+        };
+        pairOn(where, body);
+    }
+
+    /** {@link #pair} for "two-workers"; for "one-worker", a connection of one {@code Ucx} to itself. */
+    static void pairOn(String where, PairBody body) throws Exception {
+        if (where.equals("two-workers")) {
+            pair(body);
+            return;
+        }
+        try (Ucx a = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = a.listen(0, accepted::complete)) {
+                Endpoint client = a.connect("127.0.0.1", l.port());
+                body.run(a, a, client, accepted.get(10, TimeUnit.SECONDS));
+            }
+        }
+    }
+
+    /** Messages a locally closed endpoint never received leave the worker with it. */
+    @Test
+    void tagMessagesUnreadWhenAnEndpointClosesLeaveTheWorker() throws Exception {
+        pair((a, b, client, server) -> {
+            server.send(new byte[] {1, 2, 3}, 9);
+            Data.eventually(() -> client.probe(9, false) != null);
+            client.close();
+            Data.eventually(() -> client.probe(9, false) == null);
+            assertThrows(EndpointClosedException.class, () -> client.recv(new byte[3], 9, T));
+        });
+    }
+
     @Test
     void abortFailsPendingAtOnce() throws Exception {
         pair((a, b, client, server) -> {

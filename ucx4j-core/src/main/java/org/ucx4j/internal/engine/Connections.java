@@ -259,6 +259,10 @@ final class Connections {
     private void unlinkLoopback(EndpointCore c) {
         EndpointCore t = c.twin;
         if (t != null) {
+            if (t.state == EndpointCore.OPEN && c.failure == null) {
+                t.peerSaidBye = true; // what c sent before is in the worker's queue, whole
+                engine.requests.holdStream(t); // and its streams on c's UCX endpoint, about to close
+            }
             c.twin = null;
             t.twin = null;
             failEndpoint(t, Status.ERR_CONNECTION_RESET, c.failure == null ? "the peer closed the endpoint"
@@ -300,6 +304,10 @@ final class Connections {
             }
             for (int i = 0; i < 1000 && engine.progressNested() != 0; i++) {
                 // drain what already arrived so receives it satisfies still succeed
+            }
+            c.peerSaidBye = bye; // its sends were flushed: later receives still take what waits in the worker
+            if (bye && !c.raw) {
+                engine.requests.holdStream(c); // UCX drops the stream bytes queued on an endpoint with it
             }
             failEndpoint(c, Status.ERR_CONNECTION_RESET,
                     bye ? "the peer closed the endpoint" : "the peer went away (control connection lost: " + why + ")");
@@ -407,10 +415,33 @@ final class Connections {
 
     /** The application closed an endpoint: what it did not read is freed, now or when the endpoint is released. */
     void discardUnread(EndpointCore c) {
+        boolean kept = c.keepsArrived();
         c.unreadDiscarded = true;
+        c.heldStream = null;
         if (lostUnread.remove(c) || c.state == EndpointCore.CLOSED) {
             clearInboxes(c);
+            if (kept) {
+                dropArrivedTags(c);
+            }
         }
+    }
+
+    /**
+     * Frees the tag messages the worker still holds for a released endpoint that nobody can receive any more
+     * (owner thread, after the current progress call: the release may run inside UCX's callbacks). Without it they
+     * would stay in the worker's queue until the worker closes, which frees them anyway.
+     */
+    private void dropArrivedTags(EndpointCore c) {
+        if (c.raw || c.localConnId == 0 || engine.stopRequested) {
+            return; // a raw endpoint's tags are the worker's; 0: no connection of its own (EndpointOrder)
+        }
+        long tag = c.recvTag(0);
+        engine.deferred.add(() -> {
+            int n = engine.requests.dropWaiting(tag, EndpointCore.CONNECTION_MASK);
+            if (n > 0) {
+                LOG.debug("ucx4j: {} unread tag message(s) of {} freed", n, c);
+            }
+        });
     }
 
     /**
@@ -457,6 +488,9 @@ final class Connections {
             parked.removeIf(p -> p.endpoint() == c);
         }
         forget(c);
+        if (!c.keepsArrived()) {
+            dropArrivedTags(c);
+        }
         if (c.closedLocally || c.unreadDiscarded) {
             clearInboxes(c);
         } else if (!c.inboxesEmpty()) {

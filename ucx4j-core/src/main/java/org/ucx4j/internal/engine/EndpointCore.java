@@ -32,6 +32,24 @@ public final class EndpointCore {
     int pullsInFlight;
     /** The application closed this endpoint: messages nobody read are freed (owner thread). */
     boolean unreadDiscarded;
+    /** The peer closed gracefully (its goodbye, or a loopback twin's close), after flushing its sends (owner thread). */
+    boolean peerSaidBye;
+
+    /** Stream bytes the peer sent before its graceful close that no receive took (owner thread; null: none). */
+    HeldStream heldStream;
+
+    /**
+     * Whether what the peer sent before it closed stays receivable here (owner thread): tag messages from the
+     * worker's queue, stream bytes from {@link #heldStream}; after the peer's graceful close, until the application
+     * closes this endpoint. Not after a peer's death, where a message split into fragments may have arrived in part
+     * only; not for a raw endpoint, whose tags are the worker's.
+     */
+    boolean keepsArrived() {
+        return peerSaidBye && !raw && !closedLocally && !unreadDiscarded;
+    }
+
+    /** The mask that matches every private tag of this endpoint's connection id. */
+    static final long CONNECTION_MASK = 0xffffffff00000000L;
 
     /** True when no message waits in any inbox (owner thread). */
     boolean inboxesEmpty() {

@@ -152,11 +152,24 @@ final class Requests {
             case Op.TAG_RECV -> {
                 // a probed message is the worker's, whatever became of the endpoint: received all the same, so
                 // UCX's descriptor of it never leaks
-                if (op.ep != null && op.probed == 0 && refused(op)) {
-                    return;
+                long msg = op.probed;
+                long len = op.tag, stag = op.mask; // what probedRecv recorded
+                if (op.ep != null && msg == 0) {
+                    UcxException bad = op.ep.unusable(op.what);
+                    if (bad != null) {
+                        // what a peer sent before its graceful close waits in the worker's queue: still received
+                        msg = op.ep.keepsArrived() ? Ucp.tagProbeNb(worker, op.tag, op.mask, true,
+                                scratch.address()) : 0;
+                        if (msg == 0) {
+                            failNow(op, bad);
+                            return;
+                        }
+                        len = scratch.get(JAVA_LONG, TRI_LENGTH);
+                        stag = scratch.get(JAVA_LONG, TRI_SENDER_TAG);
+                    }
                 }
                 int slot = slots.alloc(op);
-                if (engine.recvInfoAtOnce && op.probed == 0) {
+                if (engine.recvInfoAtOnce && msg == 0) {
                     // UCX >= 1.16: one call takes a message that waits (length and tag in recv_info, no upcall)
                     // or queues the receive; a blocking receive of the thread driving the worker (owner or
                     // borrower) is then polled (testPolled), any other completes through the callback
@@ -176,8 +189,6 @@ final class Requests {
                 }
                 // A message already waiting (or one a user's probe took) is received by its handle: the probe
                 // reports its length and tag, so immediate completion is fine and needs no upcall.
-                long msg = op.probed;
-                long len = op.tag, stag = op.mask; // what probedRecv recorded
                 if (msg == 0) {
                     msg = Ucp.tagProbeNb(worker, op.tag, op.mask, true, scratch.address());
                     len = scratch.get(JAVA_LONG, TRI_LENGTH);
@@ -219,7 +230,17 @@ final class Requests {
                 postedPolled(op, slot, r);
             }
             case Op.STREAM_RECV -> {
-                if (refused(op)) {
+                UcxException bad = op.ep.unusable(op.what);
+                if (bad != null) {
+                    // bytes the peer streamed before its graceful close are read as a socket's after a FIN
+                    HeldStream held = op.ep.keepsArrived() ? op.ep.heldStream : null;
+                    long n = held == null ? -1
+                            : held.take(op.address, op.length, (op.mask & UCP_STREAM_RECV_FLAG_WAITALL) != 0);
+                    if (n < 0) {
+                        failNow(op, bad);
+                    } else {
+                        complete(op, Status.OK, n, 0);
+                    }
                     return;
                 }
                 long source = op.ep.loopback ? (op.ep.twin == null ? 0 : op.ep.twin.handle) : op.ep.handle;
@@ -403,6 +424,36 @@ final class Requests {
         }
     }
 
+    /**
+     * Frees, unread, the messages the worker holds for {@code tag}/{@code mask} (owner thread, outside UCX's
+     * callbacks): a receive of length 0 takes each one, an eager message's data is dropped and a rendezvous
+     * message from an endpoint already closed here ends canceled, with nothing sent. Returns how many went.
+     */
+    int dropWaiting(long tag, long mask) {
+        int n = 0;
+        long msg;
+        while ((msg = Ucp.tagProbeNb(worker, tag, mask, true, scratch.address())) != 0) {
+            engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE, 0, 0, 0);
+            long r = Ucp.tagMsgRecvNbx(worker, scratch.address(), 0, msg, reqParam.address());
+            if (r != 0 && !Status.isError(r)) {
+                Ucp.requestFree(r); // UCX releases it once it ends
+            }
+            n++;
+        }
+        return n;
+    }
+
+    /**
+     * Copies the stream bytes for {@code c} that UCX queued out of UCX, before their endpoint closes (owner thread):
+     * on its own UCX endpoint, or a loopback end's on its twin's.
+     */
+    void holdStream(EndpointCore c) {
+        long source = c.loopback ? (c.twin == null ? 0 : c.twin.handle) : c.handle;
+        if (source != 0 && c.heldStream == null) {
+            c.heldStream = HeldStream.drain(source, lenOut);
+        }
+    }
+
     /** Owner thread: counts a received message, and closes as armed by closeAfterReceives. */
     void receiveCompleted(EndpointCore ep) {
         ep.receivesCompleted++;
@@ -422,6 +473,11 @@ final class Requests {
     }
 
     UcxException errorFor(Op op, int status) {
+        if (status == Status.ERR_MESSAGE_TRUNCATED && (op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV)) {
+            // also on an endpoint whose peer closed: the message was there, the buffer too small
+            return UcxException.of(status, op.what + ": the message is longer than the " + op.length
+                    + "-byte buffer");
+        }
         EndpointCore ep = op.ep;
         if (ep != null) {
             UcxException f = ep.failure;
@@ -435,10 +491,6 @@ final class Requests {
         if (status == Status.ERR_CANCELED && engine.stopRequested) {
             return new CanceledException(op.what + " canceled: the UCX worker was closed ("
                     + Status.name(status) + ")", status);
-        }
-        if (status == Status.ERR_MESSAGE_TRUNCATED && (op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV)) {
-            return UcxException.of(status, op.what + ": the message is longer than the " + op.length
-                    + "-byte buffer");
         }
         if (status == Status.ERR_SHMEM_SEGMENT && (op.kind == Op.GET || op.kind == Op.PUT)) {
             // UCX (1.20) maps a same-host peer's region when first used: it fails once the peer exited

@@ -112,6 +112,8 @@ public final class Ucp {
         static final MethodHandle TAG_MSG_RECV_NBX = ucp("ucp_tag_msg_recv_nbx", L_LLLLL);
         static final MethodHandle STREAM_SEND_NBX = ucp("ucp_stream_send_nbx", L_LLLL);
         static final MethodHandle STREAM_RECV_NBX = ucp("ucp_stream_recv_nbx", L_LLLLL);
+        static final MethodHandle STREAM_RECV_DATA_NB = ucp("ucp_stream_recv_data_nb", L_LL);
+        static final MethodHandle STREAM_DATA_RELEASE = ucp("ucp_stream_data_release", V_LL);
         /** ucp_stream_recv_nbx never calls back (it copies what has arrived, or queues the request). */
         static final MethodHandle STREAM_RECV_SMALL = ucp("ucp_stream_recv_nbx", L_LLLLL, CRITICAL);
         static final MethodHandle EP_FLUSH_NBX = ucp("ucp_ep_flush_nbx", L_LL);
@@ -382,6 +384,18 @@ public final class Ucp {
                     ? (long) Holder.STREAM_RECV_SMALL.invokeExact(ep, buffer, count, lengthOut, param)
                     : (long) Holder.STREAM_RECV_NBX.invokeExact(ep, buffer, count, lengthOut, param);
         } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    /**
+     * {@code ucp_stream_recv_data_nb}: the oldest stream data UCX queued on {@code ep}, its length written at
+     * {@code lengthOut}; 0 when none, else to be given back with {@link #streamDataRelease}.
+     */
+    public static long streamRecvDataNb(long ep, long lengthOut) {
+        try { return (long) Holder.STREAM_RECV_DATA_NB.invokeExact(ep, lengthOut); } catch (Throwable t) { throw rethrow(t); }
+    }
+
+    public static void streamDataRelease(long ep, long data) {
+        try { Holder.STREAM_DATA_RELEASE.invokeExact(ep, data); } catch (Throwable t) { throw rethrow(t); }
     }
 
     /** The largest copy a critical call may make. */
