@@ -11,8 +11,13 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The messaging surface between two processes (a second JVM running {@link PeerMain}), at every size from 0 B to
@@ -29,6 +34,38 @@ class CrossProcessSurfaceTest {
         MemorySegment h = arena.allocate(8);
         h.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, size);
         return h;
+    }
+
+    /**
+     * A peer process sends tag messages (one of them in fragments) and stream bytes, closes gracefully and exits;
+     * everything it sent is read here afterwards, content checked, over shared memory and over TCP (whose goodbye
+     * travels on another socket than the data). Then the tags and the stream are at their end.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"default", "tcp"})
+    void whatAPeerSentBeforeItsGracefulCloseIsReadAfterItExited(String transport) throws Exception {
+        boolean tcp = transport.equals("tcp");
+        Map<String, String> env = tcp ? Map.of("UCX_TLS", "tcp,rdmacm,sockcm") : Map.of();
+        UcxOptions opts = tcp ? UcxOptions.defaults().with("TLS", "tcp,rdmacm,sockcm") : UcxOptions.defaults();
+        try (Ucx ucx = Ucx.open(opts); Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = ucx.listen(0, accepted::complete);
+                    Peer p = Peer.start(env, List.of(), "connect-send-close", String.valueOf(l.port()))) {
+                p.await("CLOSED");
+                Endpoint ep = accepted.get(30, TimeUnit.SECONDS);
+                Data.eventually(() -> !ep.isAlive());
+                MemorySegment in = arena.allocate(100_000);
+                assertEquals(30_000, ep.recv(in, 2, T));
+                Data.verify(in.asSlice(0, 30_000), 30_000, 2);
+                assertEquals(100, ep.recv(in, 1, T));
+                Data.verify(in.asSlice(0, 100), 100, 1);
+                assertEquals(100_000, ep.streamRecv(in, T));
+                Data.verify(in, 100_000, 3);
+                assertThrows(ConnectionResetException.class, () -> ep.recv(in, 1, T));
+                assertThrows(ConnectionResetException.class, () -> ep.streamRecvSome(in, T));
+                ep.close();
+            }
+        }
     }
 
     @Test

@@ -124,6 +124,17 @@ public final class PeerMain {
                     Thread.sleep(Duration.ofMinutes(10));
                 }
             }
+            case "connect-send-close" -> { // PORT: tag 1 (100 B), tag 2 (30000 B), 100000 stream bytes, then close
+                try (Ucx ucx = Ucx.open(opts); Arena arena = Arena.ofShared()) {
+                    Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]), Duration.ofSeconds(30));
+                    ep.send(Data.pattern(arena, 100, 1), 1, Duration.ofSeconds(30));
+                    ep.send(Data.pattern(arena, 30_000, 2), 2, Duration.ofSeconds(30));
+                    ep.streamSend(Data.pattern(arena, 100_000, 3), Duration.ofSeconds(30));
+                    ep.close(Duration.ofSeconds(10));
+                    System.out.println("CLOSED");
+                    System.out.flush();
+                }
+            }
             case "connect-am-flood" -> { // 32 announced 8 MiB active messages, then wait to be killed
                 try (Ucx ucx = Ucx.open(opts); Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(args[1]));
                         Arena arena = Arena.ofShared()) {
