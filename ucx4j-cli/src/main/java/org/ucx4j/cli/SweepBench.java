@@ -159,7 +159,7 @@ final class SweepBench implements Callable<Integer> {
                     long size = (long) plan.get(i)[2];
                     Measurement m = null;
                     if (stack.equals("perftest")) {
-                        progress(i, plan.size(), t0, stack, mode, size);
+                        progress(plan, i, t0, stack, mode, size);
                         try {
                             m = measure(apiKind, ucx, ep, nio, perftest, stack, mode, size);
                         } catch (Exception e) { // a ucx_perftest run fails alone: each is a pair of processes
@@ -168,7 +168,7 @@ final class SweepBench implements Callable<Integer> {
                             failures.add(what);
                         }
                     } else if (stacks.usable(stack)) {
-                        progress(i, plan.size(), t0, stack, mode, size);
+                        progress(plan, i, t0, stack, mode, size);
                         long n = iterations(stack, mode, size);
                         m = stacks.run(stack, stack + " " + mode + " " + Measurement.human(size),
                                 limitSeconds(120, size, n + warmupIterations(mode, n)),
@@ -544,7 +544,13 @@ final class SweepBench implements Callable<Integer> {
         do {
             pass.run();
         } while (first && System.nanoTime() - t0 < WARMUP_NANOS);
+        if (first) {
+            firstWarmUpNanos += System.nanoTime() - t0;
+        }
     }
+
+    /** Time spent so far in first warm-ups, which only the first round has (for the ETA). */
+    private long firstWarmUpNanos;
 
     private final java.util.Set<String> warmed = new java.util.HashSet<>();
 
@@ -564,10 +570,22 @@ final class SweepBench implements Callable<Integer> {
         return Math.max(1, (long) (n * scale));
     }
 
-    private static void progress(int done, int total, long t0, String stack, String mode, long size) {
-        long elapsed = System.nanoTime() - t0;
-        String eta = done == 0 ? "?" : String.valueOf(
-                TimeUnit.NANOSECONDS.toSeconds(elapsed / done * (total - done)));
+    /**
+     * The progress line. Its ETA spreads the time of the runs so far over those left, plus a first warm-up for each
+     * run whose kind has not run yet (round 0 has them all: counted in, the ETA read high there).
+     */
+    private void progress(List<Object[]> plan, int done, long t0, String stack, String mode, long size) {
+        int total = plan.size();
+        long elapsed = System.nanoTime() - t0 - firstWarmUpNanos;
+        java.util.Set<String> cold = new java.util.HashSet<>();
+        for (Object[] run : plan.subList(done, total)) {
+            String key = (String) run[0] + run[1] + run[2];
+            if (!run[0].equals("perftest") && !warmed.contains(key)) {
+                cold.add(key);
+            }
+        }
+        String eta = done == 0 ? "?" : String.valueOf(TimeUnit.NANOSECONDS.toSeconds(
+                Math.max(0, elapsed) / done * (total - done) + cold.size() * WARMUP_NANOS));
         System.err.printf(Locale.ROOT, "\r[%d/%d] %-8s %-9s %-8s ETA %s s   ", done + 1, total, stack, mode,
                 Measurement.human(size), eta);
     }
