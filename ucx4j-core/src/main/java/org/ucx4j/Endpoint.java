@@ -1479,7 +1479,11 @@ public final class Endpoint implements AutoCloseable {
         try {
             engine.await(flush, t - Math.min(t / 10, RELEASE_SHARE_NANOS));
             core.flushed = true;
-            core.sayBye(); // sends are flushed: the peer may now fail what it still waits for
+            if (core.sayBye()) { // sends are flushed: the peer may now fail what it still waits for
+                // its answer says it took in what arrived; only then does this side's UCX endpoint go
+                long share = Math.min(t / 10, RELEASE_SHARE_NANOS);
+                engine.awaitByeAcknowledged(core, deadline - System.nanoTime() - share);
+            }
         } catch (UcxException e) {
             // flush failed or timed out: abort below
         }

@@ -312,6 +312,80 @@ class FailureTest {
         }
     }
 
+    /**
+     * An exact-length stream receive already waiting when the peer closed gracefully, with part of its bytes in,
+     * fails (the stream ended short of it), and those bytes are still read by the next receive.
+     */
+    @Test
+    void aWaitingExactStreamReceiveCutShortByAGracefulCloseLeavesItsBytes() throws Exception {
+        pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Long> exact = server.streamRecvAsync(arena.allocate(100));
+                client.streamSend(Data.pattern(arena, 50, 6));
+                client.close();
+                ExecutionException e = assertThrows(ExecutionException.class, () -> exact.get(10, TimeUnit.SECONDS));
+                assertInstanceOf(ConnectionResetException.class, e.getCause());
+                MemorySegment rest = arena.allocate(100);
+                assertEquals(50, server.streamRecvSome(rest, T));
+                Data.verify(rest.asSlice(0, 50), 50, 6);
+                assertThrows(ConnectionResetException.class, () -> server.streamRecvSome(rest, T));
+            }
+        });
+    }
+
+    /**
+     * Two connections between the same two workers: what one peer left unread goes with its endpoint, and only
+     * its own; the other connection's messages, sent with the same tag, are all still received, content checked.
+     */
+    @Test
+    void anEndpointsUnreadTagMessagesLeaveWithoutTouchingAnotherConnections() throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Arena arena = Arena.ofShared()) {
+            java.util.concurrent.LinkedBlockingQueue<Endpoint> accepted = new java.util.concurrent.LinkedBlockingQueue<>();
+            try (Listener l = b.listen(0, accepted::add)) {
+                Endpoint c1 = a.connect("127.0.0.1", l.port());
+                Endpoint s1 = accepted.poll(10, TimeUnit.SECONDS);
+                Endpoint c2 = a.connect("127.0.0.1", l.port());
+                Endpoint s2 = accepted.poll(10, TimeUnit.SECONDS);
+                for (int i = 0; i < 2; i++) {
+                    c1.send(Data.pattern(arena, 200, 10 + i), 1);
+                    c2.send(Data.pattern(arena, 200, 20 + i), 1);
+                }
+                c1.close();
+                Data.eventually(s1::isClosed);
+                MemorySegment in = arena.allocate(200);
+                assertEquals(200, s1.recv(in, 1, T));
+                Data.verify(in, 200, 10);
+                s1.close(); // its second message leaves the worker
+                Data.eventually(() -> s1.probe(1, false) == null);
+                for (int i = 0; i < 2; i++) {
+                    assertEquals(200, s2.recv(in, 1, T));
+                    Data.verify(in, 200, 20 + i);
+                }
+                c2.close();
+            }
+        }
+    }
+
+    /**
+     * A rendezvous-size message the peer closed without waiting for (UCX's flush does not wait for the receiver to
+     * take it; the close then aborts the send): its announcement is still in the worker, but its bytes went with
+     * the peer, so a receive of it fails at once with ConnectionResetException, and takes the announcement along.
+     */
+    @Test
+    void aRendezvousMessageAClosingPeerLeftBehindFailsItsReceive() throws Exception {
+        pair((a, b, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                CompletableFuture<Long> sent = client.sendAsync(Data.pattern(arena, 4 << 20, 7), 8);
+                Data.eventually(() -> server.probe(8, false) != null);
+                client.close(Duration.ofMillis(300));
+                assertThrows(ExecutionException.class, () -> sent.get(10, TimeUnit.SECONDS));
+                Data.eventually(server::isClosed);
+                assertThrows(ConnectionResetException.class, () -> server.recv(arena.allocate(4 << 20), 8, T));
+                assertNull(server.probe(8, false), "the announcement went with the failed receive");
+            }
+        });
+    }
+
     /** Messages a locally closed endpoint never received leave the worker with it. */
     @Test
     void tagMessagesUnreadWhenAnEndpointClosesLeaveTheWorker() throws Exception {

@@ -336,16 +336,22 @@ public final class Bootstrap {
         }
     }
 
-    /** Blocks on the control socket until the peer says goodbye or goes away. */
+    /**
+     * Reads the control socket until it ends: the peer's goodbye (handled at once, then the socket is read on for
+     * the acknowledgement of this side's own goodbye, in a close from both sides), the acknowledgement of ours, or
+     * the end of the socket, which without a goodbye means the peer went away.
+     */
     private static void watch(Engine engine, EndpointCore c, InputStream in) {
         boolean bye = false;
         String why = "the peer's socket closed";
         try {
             int b;
             while ((b = in.read()) >= 0) {
-                if (b == Handshake.BYE) {
+                if (b == Handshake.BYE && !bye) {
                     bye = true;
-                    break;
+                    engine.connections.peerGone(c, true, why); // acknowledges once it kept what arrived
+                } else if (b == Handshake.BYE_ACK) {
+                    c.byeAcknowledged.complete(null);
                 }
             }
         } catch (IOException e) {
@@ -354,16 +360,30 @@ public final class Bootstrap {
                     + "probes or retransmissions timed out; liveness timeout " + engine.livenessSeconds + " s)"
                     : String.valueOf(e.getMessage());
         }
-        engine.connections.peerGone(c, bye, why);
+        c.byeAcknowledged.complete(null); // nobody will acknowledge now
+        if (!bye) {
+            engine.connections.peerGone(c, false, why);
+        }
     }
 
     /** Tells the peer this side closes gracefully (after its sends were flushed). Never throws. */
     static void sayBye(EndpointCore c) {
+        send(c, Handshake.BYE);
+    }
+
+    /** Tells the peer that its goodbye was taken in: what it sent before is kept here. Never throws. */
+    static void acknowledgeBye(EndpointCore c) {
+        send(c, Handshake.BYE_ACK);
+    }
+
+    private static void send(EndpointCore c, byte b) {
         Socket s = c.control;
         if (s != null && !s.isClosed()) {
             try {
-                s.getOutputStream().write(Handshake.BYE);
-                s.getOutputStream().flush();
+                synchronized (s) { // a goodbye and an acknowledgement may be sent at once from two threads
+                    s.getOutputStream().write(b);
+                    s.getOutputStream().flush();
+                }
             } catch (IOException e) {
                 // the peer is gone already
             }

@@ -259,8 +259,8 @@ final class Connections {
     private void unlinkLoopback(EndpointCore c) {
         EndpointCore t = c.twin;
         if (t != null) {
-            if (t.state == EndpointCore.OPEN && c.failure == null) {
-                t.peerSaidBye = true; // what c sent before is in the worker's queue, whole
+            if (t.state == EndpointCore.OPEN && c.flushed && !engine.stopRequested) {
+                t.peerSaidBye = true; // c closed gracefully: what it sent is in the worker's queue, whole
                 engine.requests.holdStream(t); // and its streams on c's UCX endpoint, about to close
             }
             c.twin = null;
@@ -291,28 +291,40 @@ final class Connections {
     }
 
     /**
-     * The control socket ended: {@code bye} when the peer closed gracefully, otherwise it died. Messages it sent
-     * before are matched first; then what is pending fails with {@link org.ucx4j.ConnectionResetException}.
+     * The peer said goodbye ({@code bye}: it closes gracefully, its sends flushed) or its control socket ended
+     * (it died). Messages it sent before are matched first; then what is pending fails with
+     * {@link org.ucx4j.ConnectionResetException}. A goodbye is acknowledged once that is done (whatever became of
+     * the endpoint): until then the peer keeps its UCX endpoint open, whose close UCX could otherwise see first
+     * (over TCP, as the end of its socket) and drop the stream bytes it queued here.
      */
     void peerGone(EndpointCore c, boolean bye, String why) {
         if (engine.stopRequested) {
+            if (bye) {
+                Bootstrap.acknowledgeBye(c);
+            }
             return;
         }
         engine.execute(() -> {
-            if (c.state != EndpointCore.OPEN) {
-                return; // closing or closed locally, or already failed
-            }
-            for (int i = 0; i < 1000 && engine.progressNested() != 0; i++) {
-                // drain what already arrived so receives it satisfies still succeed
-            }
-            c.peerSaidBye = bye; // its sends were flushed: later receives still take what waits in the worker
-            if (bye && !c.raw) {
-                engine.requests.holdStream(c); // UCX drops the stream bytes queued on an endpoint with it
-            }
-            failEndpoint(c, Status.ERR_CONNECTION_RESET,
-                    bye ? "the peer closed the endpoint" : "the peer went away (control connection lost: " + why + ")");
-            if (!bye) {
-                engine.shmCheck.suspect(c);
+            try {
+                if (c.state != EndpointCore.OPEN) {
+                    return; // closing or closed locally, or already failed
+                }
+                for (int i = 0; i < 1000 && engine.progressNested() != 0; i++) {
+                    // drain what already arrived so receives it satisfies still succeed
+                }
+                c.peerSaidBye = bye; // its sends were flushed: later receives still take what waits in the worker
+                if (bye && !c.raw) {
+                    engine.requests.holdStream(c); // UCX drops the stream bytes queued on an endpoint with it
+                }
+                failEndpoint(c, Status.ERR_CONNECTION_RESET, bye ? "the peer closed the endpoint"
+                        : "the peer went away (control connection lost: " + why + ")");
+                if (!bye) {
+                    engine.shmCheck.suspect(c);
+                }
+            } finally {
+                if (bye) {
+                    engine.executor.execute(() -> Bootstrap.acknowledgeBye(c)); // a socket write: off this thread
+                }
             }
         });
     }

@@ -34,6 +34,8 @@ public final class EndpointCore {
     boolean unreadDiscarded;
     /** The peer closed gracefully (its goodbye, or a loopback twin's close), after flushing its sends (owner thread). */
     boolean peerSaidBye;
+    /** Completes when the peer acknowledged this side's goodbye, or its control socket ended. */
+    final java.util.concurrent.CompletableFuture<Void> byeAcknowledged = new java.util.concurrent.CompletableFuture<>();
 
     /** Stream bytes the peer sent before its graceful close that no receive took (owner thread; null: none). */
     HeldStream heldStream;
@@ -180,9 +182,16 @@ public final class EndpointCore {
         return peerHost;
     }
 
-    /** Tells the peer over the control socket that this side closes gracefully. */
-    public void sayBye() {
+    /**
+     * Tells the peer over the control socket that this side closes gracefully; true if there is a peer to answer
+     * ({@link Engine#awaitByeAcknowledged}), false for a raw endpoint, which has no goodbye.
+     */
+    public boolean sayBye() {
+        if (control == null) {
+            return false;
+        }
         Bootstrap.sayBye(this);
+        return true;
     }
 
     public boolean isAlive() {

@@ -1885,6 +1885,37 @@ public final class Engine {
         connections.abortEndpoint(c);
     }
 
+    /** The longest a graceful close waits for the peer to acknowledge its goodbye. */
+    public static final long BYE_WAIT_NANOS = 250_000_000L;
+
+    /**
+     * Waits up to {@code timeoutNanos} (not past {@link #BYE_WAIT_NANOS}) for the peer to acknowledge this side's
+     * goodbye: it has then taken in what this side sent, and this side's UCX endpoint may go. The owner thread
+     * progresses the worker meanwhile (the other end of a connection to this same worker answers there). A peer
+     * whose worker nobody drives (caller mode) answers late, and the close goes on without the answer.
+     */
+    public void awaitByeAcknowledged(EndpointCore c, long timeoutNanos) {
+        long deadline = System.nanoTime() + Math.min(Math.max(0, timeoutNanos), BYE_WAIT_NANOS);
+        if (Thread.currentThread() == owner) {
+            idle = 0;
+            while (!c.byeAcknowledged.isDone() && !terminated && System.nanoTime() - deadline < 0) {
+                if (progressOnce() == 0) {
+                    idleStep(WAITING);
+                } else {
+                    idle = 0;
+                }
+            }
+            return;
+        }
+        try {
+            c.byeAcknowledged.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (TimeoutException | ExecutionException e) {
+            // the close goes on within its bound
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
     /**
      * Waits up to {@code timeoutNanos} until the endpoint is released. The owner thread progresses the worker while
      * it waits (the release runs there); other threads wait on the endpoint's closed future.

@@ -33,13 +33,15 @@ import org.ucx4j.internal.ffi.Status;
  * </ol>
  * Each side creates a UCX endpoint to the other's worker address (the path {@code ucx_perftest} takes, which
  * keeps shared memory on the fast path). The socket stays open as the liveness channel: a {@link #BYE} byte
- * announces a graceful close, end-of-stream without it means the peer died.
+ * announces a graceful close (answered by {@link #BYE_ACK} once the receiver has taken in what the closer sent),
+ * end-of-stream without it means the peer died.
  */
 final class Handshake {
     static final int MAGIC = 0x55435834; // "UCX4"
     // 4: endpoint numbers (EndpointOrder); 5: CREATED / NOT_CREATED answer the number; 6: with a secret, proofs cover
-    // both hellos and each worker address carries a MAC (a relay can no longer swap in its own address)
-    static final int VERSION = 6;
+    // both hellos and each worker address carries a MAC (a relay can no longer swap in its own address); 7: a
+    // goodbye is acknowledged (BYE_ACK) once the receiver kept what arrived, and the closer waits for that
+    static final int VERSION = 7;
     static final int FLAG_SECRET = 1;
     /** The sender's endpoints use no UCX peer error handling (older peers never set it: they always do). */
     static final int FLAG_NO_PEER_ERRORS = 2;
@@ -47,7 +49,7 @@ final class Handshake {
     static final int FLAG_SHM_WEDGED = 4;
     static final int MAX_ADDRESS = 1 << 20;
     static final int NONCE = 16;
-    static final byte OK = 1, REJECT = 2, READY = 3, CREATED = 4, NOT_CREATED = 5, BYE = 0x42;
+    static final byte OK = 1, REJECT = 2, READY = 3, CREATED = 4, NOT_CREATED = 5, BYE = 0x42, BYE_ACK = 0x43;
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final String LOCAL_HOST = localHost();
 

@@ -48,6 +48,23 @@ final class HeldStream {
         }
     }
 
+    /** Puts {@code data} back before what {@code held} (null: nothing) has; returns the holder. */
+    static HeldStream pushFront(HeldStream held, MemorySegment data) {
+        HeldStream h = held != null ? held : new HeldStream();
+        if (h.headOffset > 0) { // the head's unread part becomes a chunk of its own
+            byte[] head = h.chunks.pollFirst();
+            h.chunks.addFirst(java.util.Arrays.copyOfRange(head, h.headOffset, head.length));
+            h.headOffset = 0;
+        }
+        HeldStream front = new HeldStream();
+        front.add(data);
+        for (java.util.Iterator<byte[]> it = front.chunks.descendingIterator(); it.hasNext(); ) {
+            h.chunks.addFirst(it.next());
+        }
+        h.available += front.available;
+        return h;
+    }
+
     long available() {
         return available;
     }

@@ -197,7 +197,15 @@ final class Requests {
                 if (msg != 0) {
                     engine.setParam(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA
                             | UCP_OP_ATTR_FIELD_MEMORY_TYPE, Upcalls.TAG_RECV.address(), engine.userData(slot), 0);
-                    long r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, msg, reqParam.address());
+                    long r;
+                    // its callback may run inside the call: a rendezvous message whose endpoint closed here ends
+                    // canceled at once, and what its completion runs must be refused a blocking call there
+                    boolean was = engine.beginCallbacks();
+                    try {
+                        r = Ucp.tagMsgRecvNbx(worker, op.address, op.length, msg, reqParam.address());
+                    } finally {
+                        engine.endCallbacks(was);
+                    }
                     if (posted(op, slot, r, len, stag)) {
                         linkPending(op);
                     }
@@ -417,6 +425,11 @@ final class Requests {
                         receiveCompleted(ep);
                     }
                 } else {
+                    if (op.kind == Op.STREAM_RECV && length > 0 && op.ep != null && op.ep.keepsArrived()) {
+                        // an exact-length receive the peer's goodbye cut short: its bytes stay for later receives
+                        op.ep.heldStream = HeldStream.pushFront(op.ep.heldStream,
+                                NativeAccess.view(op.address, length));
+                    }
                     freeOwned(op);
                     op.finish(0, 0, errorFor(op, status));
                 }
