@@ -1,6 +1,5 @@
 package org.ucx4j.internal.engine;
 
-import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import java.lang.foreign.MemorySegment;
@@ -12,11 +11,13 @@ import org.ucx4j.internal.ffi.Ucp;
 /**
  * Stream bytes a peer sent before its graceful close that no receive had taken, copied out of UCX before the
  * endpoint closes (UCX drops an endpoint's queued stream data with it), so that later stream receives still read
- * them, as a socket's reads do after its peer's FIN. Owner thread only.
+ * them, as a socket's reads do after its peer's FIN. Native memory, as UCX's was (not the Java heap, which may be
+ * far smaller), freed once the holder is unreachable. Owner thread only.
  */
 final class HeldStream {
-    private final ArrayDeque<byte[]> chunks = new ArrayDeque<>();
-    private int headOffset;
+    private final java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofAuto();
+    private final ArrayDeque<MemorySegment> chunks = new ArrayDeque<>();
+    private long headOffset;
     private long available;
 
     /** Copies what UCX queued on {@code ep} and gives UCX its buffers back; null when nothing was queued. */
@@ -40,28 +41,19 @@ final class HeldStream {
     }
 
     private void add(MemorySegment data) {
-        for (long off = 0; off < data.byteSize(); ) {
-            int n = (int) Math.min(data.byteSize() - off, 1 << 30);
-            chunks.add(data.asSlice(off, n).toArray(JAVA_BYTE));
-            available += n;
-            off += n;
-        }
+        chunks.add(arena.allocate(data.byteSize()).copyFrom(data));
+        available += data.byteSize();
     }
 
     /** Puts {@code data} back before what {@code held} (null: nothing) has; returns the holder. */
     static HeldStream pushFront(HeldStream held, MemorySegment data) {
         HeldStream h = held != null ? held : new HeldStream();
         if (h.headOffset > 0) { // the head's unread part becomes a chunk of its own
-            byte[] head = h.chunks.pollFirst();
-            h.chunks.addFirst(java.util.Arrays.copyOfRange(head, h.headOffset, head.length));
+            h.chunks.addFirst(h.chunks.pollFirst().asSlice(h.headOffset));
             h.headOffset = 0;
         }
-        HeldStream front = new HeldStream();
-        front.add(data);
-        for (java.util.Iterator<byte[]> it = front.chunks.descendingIterator(); it.hasNext(); ) {
-            h.chunks.addFirst(it.next());
-        }
-        h.available += front.available;
+        h.chunks.addFirst(h.arena.allocate(data.byteSize()).copyFrom(data));
+        h.available += data.byteSize();
         return h;
     }
 
@@ -81,12 +73,12 @@ final class HeldStream {
         MemorySegment to = NativeAccess.view(address, n);
         long done = 0;
         while (done < n) {
-            byte[] head = chunks.peekFirst();
-            int part = (int) Math.min(n - done, head.length - headOffset);
-            MemorySegment.copy(head, headOffset, to, JAVA_BYTE, done, part);
+            MemorySegment head = chunks.peekFirst();
+            long part = Math.min(n - done, head.byteSize() - headOffset);
+            MemorySegment.copy(head, headOffset, to, done, part);
             done += part;
             headOffset += part;
-            if (headOffset == head.length) {
+            if (headOffset == head.byteSize()) {
                 chunks.pollFirst();
                 headOffset = 0;
             }
