@@ -1896,24 +1896,7 @@ public final class Engine {
      */
     public void awaitByeAcknowledged(EndpointCore c, long timeoutNanos) {
         long deadline = System.nanoTime() + Math.min(Math.max(0, timeoutNanos), BYE_WAIT_NANOS);
-        if (Thread.currentThread() == owner) {
-            idle = 0;
-            while (!c.byeAcknowledged.isDone() && !terminated && System.nanoTime() - deadline < 0) {
-                if (progressOnce() == 0) {
-                    idleStep(WAITING);
-                } else {
-                    idle = 0;
-                }
-            }
-            return;
-        }
-        try {
-            c.byeAcknowledged.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-        } catch (TimeoutException | ExecutionException e) {
-            // the close goes on within its bound
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        awaitDriving(c.byeAcknowledged::isDone, c.byeAcknowledged, deadline); // past it, the close goes on
     }
 
     /**
@@ -1924,8 +1907,19 @@ public final class Engine {
         long deadline = System.nanoTime() + timeoutNanos;
         if (Thread.currentThread() == owner) {
             checkNotInProgress("close");
+        }
+        awaitDriving(() -> c.state == EndpointCore.CLOSED, c.closedFuture(), deadline); // else at the worker's close
+    }
+
+    /**
+     * Waits until {@code done} holds or {@code deadline} passes, without failing: the owner thread progresses the
+     * worker meanwhile (what it waits for happens there), other threads wait on {@code f}, which completes with it.
+     */
+    private void awaitDriving(java.util.function.BooleanSupplier done, java.util.concurrent.Future<?> f,
+            long deadline) {
+        if (Thread.currentThread() == owner) {
             idle = 0;
-            while (c.state != EndpointCore.CLOSED && !terminated && System.nanoTime() - deadline < 0) {
+            while (!done.getAsBoolean() && !terminated && System.nanoTime() - deadline < 0) {
                 if (progressOnce() == 0) {
                     idleStep(WAITING);
                 } else {
@@ -1935,9 +1929,9 @@ public final class Engine {
             return;
         }
         try {
-            c.closedFuture().get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            f.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
         } catch (TimeoutException | ExecutionException e) {
-            // released when the worker closes
+            // the caller goes on
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
