@@ -352,6 +352,7 @@ public final class Bootstrap {
                     engine.connections.peerGone(c, true, why); // acknowledges once it kept what arrived
                 } else if (b == Handshake.BYE_ACK) {
                     c.byeAcknowledged.complete(null);
+                    engine.wakeIfSleeping(); // a caller-mode owner waiting for it naps between progress calls
                 }
             }
         } catch (IOException e) {

@@ -265,8 +265,10 @@ final class Connections {
             }
             c.twin = null;
             t.twin = null;
-            failEndpoint(t, Status.ERR_CONNECTION_RESET, c.failure == null ? "the peer closed the endpoint"
-                    : "the peer endpoint failed");
+            if (t.state != EndpointCore.CLOSING) { // one closing itself (gracefully) goes on with its own close
+                failEndpoint(t, Status.ERR_CONNECTION_RESET, c.failure == null ? "the peer closed the endpoint"
+                        : "the peer endpoint failed");
+            }
         }
         Op op;
         while (c.waitingForTwin != null && (op = c.waitingForTwin.poll()) != null) {
@@ -327,6 +329,9 @@ final class Connections {
                 }
             }
         });
+        if (bye && engine.stopRequested) {
+            Bootstrap.acknowledgeBye(c); // the worker stopped meanwhile: the task may never run (a second is harmless)
+        }
     }
 
     void track(ListenerCore l) {

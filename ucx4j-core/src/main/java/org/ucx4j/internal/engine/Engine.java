@@ -1419,7 +1419,8 @@ public final class Engine {
         if (st == Status.INPROGRESS) {
             return false;
         }
-        long len = st != Status.OK ? 0 : stream ? lenOut.get(JAVA_LONG, 0) : scratch.get(JAVA_LONG, TRI_LENGTH);
+        // a stream receive's length also on an error: what a goodbye cut short had in (Requests.complete keeps it)
+        long len = stream ? lenOut.get(JAVA_LONG, 0) : st != Status.OK ? 0 : scratch.get(JAVA_LONG, TRI_LENGTH);
         long tag = st == Status.OK && !stream ? scratch.get(JAVA_LONG, TRI_SENDER_TAG) : 0;
         requests.completeSlot(op.slot, op.request, st, len, tag);
         return true;
@@ -1896,7 +1897,8 @@ public final class Engine {
      */
     public void awaitByeAcknowledged(EndpointCore c, long timeoutNanos) {
         long deadline = System.nanoTime() + Math.min(Math.max(0, timeoutNanos), BYE_WAIT_NANOS);
-        awaitDriving(c.byeAcknowledged::isDone, c.byeAcknowledged, deadline); // past it, the close goes on
+        // past it, or once the worker is closing (which releases the endpoint), the close goes on
+        awaitDriving(() -> c.byeAcknowledged.isDone() || stopRequested, c.byeAcknowledged, deadline);
     }
 
     /**

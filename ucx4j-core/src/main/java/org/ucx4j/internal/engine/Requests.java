@@ -247,6 +247,9 @@ final class Requests {
                     if (n < 0) {
                         failNow(op, bad);
                     } else {
+                        if (held.available() == 0) {
+                            op.ep.heldStream = null; // its native memory goes with the next collection
+                        }
                         complete(op, Status.OK, n, 0);
                     }
                     return;
