@@ -408,6 +408,63 @@ class CallerModeTest {
     }
 
     /**
+     * Asynchronous receives of one endpoint, tag and mask wait in UCX without a callback, on a ring that whoever
+     * drives the worker tests: a window of them, eager and rendezvous mixed, completes with every message's bytes
+     * in matching order, and a dependent of one runs after UCX's progress call, where a blocking call is allowed
+     * (a receive completed by its callback runs it inside the call, where one is refused:
+     * {@code LifecycleGuardsTest.blockingInsideUcxProgressIsRefusedNotReentered}).
+     */
+    @Test
+    void asyncReceivesOfOneTagAreTestedOnTheOwnerAndTheirDependentsMayBlock() throws Exception {
+        withCallerClient((a, client, server) -> {
+            int n = 100; // more than the ring's first 64 slots
+            try (Arena arena = Arena.ofShared()) {
+                long[] sizes = new long[n];
+                long total = 0;
+                for (int i = 0; i < n; i++) {
+                    sizes[i] = SIZES[i % SIZES.length];
+                    total += sizes[i];
+                }
+                MemorySegment in = arena.allocate(total);
+                List<CompletableFuture<Long>> recvs = new ArrayList<>();
+                long at = 0;
+                for (int i = 0; i < n; i++) {
+                    recvs.add(client.recvAsync(in.asSlice(at, sizes[i]), 43));
+                    at += sizes[i];
+                }
+                MemorySegment other = arena.allocate(8);
+                // a plain future's dependent runs where the receive completes (a ucx4j future's own run on its
+                // executor): on the owner's thread, outside UCX, so it may block, driving the worker nested in
+                // the test of the ring (the rest of the messages complete there) until the last message comes
+                CompletableFuture<Long> blockedInside = CompletableFuture.allOf(recvs.get(3)).thenApply(v -> {
+                    try {
+                        return client.recv(other, 44, T);
+                    } catch (Exception e) {
+                        throw new java.util.concurrent.CompletionException(e);
+                    }
+                });
+                CompletableFuture<Void> sent = CompletableFuture.runAsync(() -> {
+                    for (int i = 0; i < n; i++) {
+                        server.send(Data.pattern(arena, sizes[i], i), 43, T);
+                    }
+                    server.send(Data.pattern(arena, 8, 99), 44, T);
+                });
+                for (int i = 0; i < n; i++) {
+                    assertEquals(sizes[i], drive(a, recvs.get(i)), "receive " + i);
+                }
+                assertEquals(8, drive(a, blockedInside));
+                Data.verify(other, 8, 99);
+                sent.get(10, TimeUnit.SECONDS);
+                at = 0;
+                for (int i = 0; i < n; i++) {
+                    Data.verify(in.asSlice(at, sizes[i]), sizes[i], i);
+                    at += sizes[i];
+                }
+            }
+        });
+    }
+
+    /**
      * A send larger than UCX's short protocol that UCX sends eagerly (4 KiB: a copy into the peer's shared-memory
      * FIFO, or a socket write) is made inside the call and finished there: its future is already done, and it costs
      * no operation object, so a loop of them allocates next to nothing (an operation per send would be ~200 bytes).

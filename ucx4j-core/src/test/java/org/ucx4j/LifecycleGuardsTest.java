@@ -163,8 +163,12 @@ class LifecycleGuardsTest {
                 MemorySegment other = arena.allocate(8);
                 CompletableFuture<Throwable> seen = new CompletableFuture<>();
                 // an asynchronous receive of a rendezvous message completes in UCX's callback, inside
-                // ucp_worker_progress (sends do not: their completions are polled after it); a plain future's
-                // dependent runs right there, where a blocking receive would have to progress the worker again
+                // ucp_worker_progress (sends do not: their completions are polled after it, and so are those of
+                // asynchronous receives of the endpoint, tag and mask that the first one in flight has: the
+                // receive on tag 5 takes that turn); a plain future's dependent runs right there, where a blocking
+                // receive would have to progress the worker again
+                MemorySegment first = arena.allocate(8);
+                CompletableFuture<Long> polled = client.recvAsync(first, 5);
                 CompletableFuture<Long> r = client.recvAsync(big, 1);
                 CompletableFuture<Throwable> seenGet = new CompletableFuture<>();
                 CompletableFuture<Throwable> seenConnect = new CompletableFuture<>();
@@ -204,6 +208,9 @@ class LifecycleGuardsTest {
                 server.send(Data.pattern(arena, 8, 2), 2);
                 assertEquals(8, client.recv(other, 2, T));
                 Data.verify(other, 8, 2);
+                server.send(Data.pattern(arena, 8, 5), 5);
+                assertEquals(8, polled.get(10, TimeUnit.SECONDS));
+                Data.verify(first, 8, 5);
             }
         });
     }

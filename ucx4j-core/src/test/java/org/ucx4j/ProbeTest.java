@@ -69,7 +69,10 @@ class ProbeTest {
                 ProbedMessage m = await(() -> server.probe(7, true));
                 ProbedMessage w = await(() -> b.probe(0x77, -1L, true));
                 MemorySegment buf = arena.allocate(100), wbuf = arena.allocate(100);
-                // a rendezvous message: its receive completes in UCX's progress however early it is posted
+                // a rendezvous message: its receive completes in UCX's progress however early it is posted (by its
+                // callback: the receive on tag 10 takes the turn of the receives polled without one)
+                MemorySegment first = arena.allocate(8);
+                CompletableFuture<Long> polled = server.recvAsync(first, 10);
                 CompletableFuture<Long> trigger = server.recvAsync(arena.allocate(1 << 20), 9);
                 CompletableFuture<Void> inside = CompletableFuture.allOf(trigger).handle((v, e) -> {
                     RuntimeException ep = assertThrows(IllegalStateException.class, () -> server.recv(m, buf));
@@ -85,6 +88,9 @@ class ProbeTest {
                 Data.verify(buf, 100, 4);
                 assertEquals(100, b.recv(w, wbuf, T));
                 Data.verify(wbuf, 100, 5);
+                client.send(Data.pattern(arena, 8, 6), 10);
+                assertEquals(8, polled.get(10, TimeUnit.SECONDS));
+                Data.verify(first, 8, 6);
             }
         });
     }

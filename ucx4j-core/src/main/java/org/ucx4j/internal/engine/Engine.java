@@ -1291,6 +1291,15 @@ public final class Engine {
     private int pollTurns;
 
     void addPolled(Op op) {
+        if (inRecvRing(op)) {
+            if (recvRing.isEmpty()) {
+                recvRingEp = op.ep;
+                recvRingTag = op.tag;
+                recvRingMask = op.mask;
+            }
+            recvRing.add(op);
+            return;
+        }
         if (polledCount == polledOps.length) {
             polledOps = Arrays.copyOf(polledOps, polledCount * 2);
         }
@@ -1299,7 +1308,14 @@ public final class Engine {
 
     void removePolled(Op op) {
         if (inRing(op)) {
-            removePolledSend(op);
+            sendRing.remove(op);
+            return;
+        }
+        if (inRecvRing(op)) {
+            recvRing.remove(op);
+            if (recvRing.isEmpty()) {
+                recvRingEp = null; // the next receive sets the key again; a closed endpoint is not kept reachable
+            }
             return;
         }
         for (int i = 0; i < polledCount; i++) {
@@ -1313,13 +1329,8 @@ public final class Engine {
 
     // ---- polled sends (made inside a call, no callback) and active-message pulls: tested oldest first, in posting
     // order (both mostly complete in that order)
-    private Op[] sendRing = new Op[64];
-    /**
-     * Indices only grow (mod 2^32): entry i lives at {@code i & (length - 1)}, and a send keeps its index for life
-     * ({@link Op#ringIndex}), so taking one off is O(1) and a scan stays valid when the ring grows under it.
-     * {@code sendTail - sendHead} entries from {@code sendHead}; removed ones are null.
-     */
-    private int sendHead, sendTail;
+    private final PolledRing sendRing = new PolledRing();
+    private final java.util.function.Predicate<Op> pollSend = this::pollSend;
 
     /** Polled ops kept in the ring: sends, and rendezvous active messages' pulls ({@code AmReceiver#startPull}). */
     private static boolean inRing(Op op) {
@@ -1327,51 +1338,30 @@ public final class Engine {
     }
 
     void addRingPolled(Op op) {
-        if (sendTail - sendHead == sendRing.length) {
-            Op[] bigger = new Op[sendRing.length * 2];
-            for (int i = sendHead; i != sendTail; i++) { // same indices, wider mask
-                bigger[i & (bigger.length - 1)] = sendRing[i & (sendRing.length - 1)];
-            }
-            sendRing = bigger;
-        }
-        op.ringIndex = sendTail;
-        sendRing[sendTail++ & (sendRing.length - 1)] = op;
+        sendRing.add(op);
     }
 
-    private void removePolledSend(Op op) {
-        int mask = sendRing.length - 1;
-        int i = op.ringIndex;
-        if (i - sendHead >= 0 && sendTail - i > 0 && sendRing[i & mask] == op) {
-            sendRing[i & mask] = null;
-        }
-        while (sendHead != sendTail && sendRing[sendHead & mask] == null) {
-            sendHead++;
-        }
+    // ---- asynchronous tag receives posted without a callback, tested oldest first like the sends: only receives
+    // of one endpoint, tag and mask at a time (UCX matches those in posting order, and they mostly complete in it),
+    // so a receive that waits long for another tag never holds up the tests of a busy one; a receive for another
+    // key while some are in flight keeps its callback (Requests#post)
+    private final PolledRing recvRing = new PolledRing();
+    private final java.util.function.Predicate<Op> pollRecv = this::pollRecv;
+    private EndpointCore recvRingEp;
+    private long recvRingTag, recvRingMask;
+
+    private static boolean inRecvRing(Op op) {
+        return op.kind == Op.TAG_RECV && !op.blocking;
     }
 
     /**
-     * Completes the polled sends UCX is done with (owner thread): from the oldest on, up to the first one still in
-     * flight (sends on one endpoint mostly complete in order, so that is one test per call), or every one of them
-     * ({@code all}). How many completed.
+     * Whether an asynchronous tag receive about to be posted may go without a callback, on the receive ring: one
+     * on an endpoint whose endpoint, tag and mask are those of the receives in flight there (or there are none).
+     * A worker-level receive keeps its callback: messages from different peers complete in any order.
      */
-    private int testPolledSends(boolean all) {
-        int done = 0;
-        while (sendHead != sendTail) {
-            Op op = sendRing[sendHead & (sendRing.length - 1)];
-            if (!pollSend(op)) { // a completed one takes itself off the ring (removePolledSend)
-                break;
-            }
-            done++;
-        }
-        if (all) {
-            for (int i = sendTail - 1; i - sendHead > 0; i--) { // the head was just tested
-                Op op = sendRing[i & (sendRing.length - 1)];
-                if (op != null && pollSend(op)) {
-                    done++;
-                }
-            }
-        }
-        return done;
+    boolean mayPollReceive(Op op) {
+        return op.ep != null && (recvRing.isEmpty()
+                || op.ep == recvRingEp && op.tag == recvRingTag && op.mask == recvRingMask);
     }
 
     /** Completes a polled send if UCX is done with it (owner thread); true when it completed. */
@@ -1386,7 +1376,7 @@ public final class Engine {
 
     /** Whether anything polled is in flight: receives or sends. */
     private boolean anyPolled() {
-        return polledCount != 0 || sendHead != sendTail;
+        return polledCount != 0 || !sendRing.isEmpty() || !recvRing.isEmpty();
     }
 
     /** {@link #testPolled} if there are any (owner thread): after a cancel UCX may have completed some silently. */
@@ -1397,11 +1387,15 @@ public final class Engine {
     }
 
     /**
-     * Completes the polled receives and sends UCX is done with (owner thread); how many. Sends: see
-     * {@link #testPolledSends}.
+     * Completes the polled receives and sends UCX is done with (owner thread); how many. The rings (sends and
+     * pulls, asynchronous receives) oldest first up to the first still in flight, every entry with {@code all}; the
+     * few blocking receives always all.
      */
-    private int testPolled(boolean allSends) {
-        int done = sendHead != sendTail ? testPolledSends(allSends) : 0;
+    private int testPolled(boolean all) {
+        int done = sendRing.isEmpty() ? 0 : sendRing.test(all, pollSend);
+        if (!recvRing.isEmpty()) {
+            done += recvRing.test(all, pollRecv);
+        }
         // backwards: a completed one is replaced by the last, already tested
         for (int i = polledCount - 1; i >= 0; i--) {
             if (i < polledCount && pollRecv(polledOps[i])) {
@@ -2218,8 +2212,8 @@ public final class Engine {
                     s.attachment = null;
                 }
             }
-            Arrays.fill(sendRing, null); // the stuck polled sends among them are finished after the destroy
-            sendHead = sendTail = 0;
+            sendRing.clear(); // the stuck polled sends and receives among them are finished after the destroy
+            recvRing.clear();
             connections.releaseAll();
             amReceiver.releaseHeld(); // announced by raw peers, never pulled
             registrations.destroyRkeys();

@@ -126,6 +126,16 @@ final class Requests {
         }
     }
 
+    /**
+     * Whether a tag receive about to wait in UCX goes without a callback, tested by whoever drives the worker (no
+     * upcall): a blocking one of the thread driving the worker (owner or borrower), which it tests as it waits;
+     * an asynchronous one when the ring of polled receives takes it ({@link Engine#mayPollReceive}). Any other
+     * completes through its callback, inside UCX's progress call.
+     */
+    private boolean pollsReceive(Op op) {
+        return op.blocking ? op.waiter == engine.owner : engine.mayPollReceive(op);
+    }
+
     /** Owner thread: makes the nbx call of {@code op}'s kind (a task just runs). */
     void post(Op op) {
         Thread me = Thread.currentThread();
@@ -171,9 +181,8 @@ final class Requests {
                 int slot = slots.alloc(op);
                 if (engine.recvInfoAtOnce && msg == 0) {
                     // UCX >= 1.16: one call takes a message that waits (length and tag in recv_info, no upcall)
-                    // or queues the receive; a blocking receive of the thread driving the worker (owner or
-                    // borrower) is then polled (testPolled), any other completes through the callback
-                    op.polled = op.blocking && op.waiter == engine.owner;
+                    // or queues the receive, polled or with a callback (pollsReceive)
+                    op.polled = pollsReceive(op);
                     engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_RECV_INFO
                             | (op.polled ? 0 : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA),
                             op.polled ? 0 : Upcalls.TAG_RECV.address(), op.polled ? 0 : engine.userData(slot), 0);
@@ -213,9 +222,8 @@ final class Requests {
                 }
                 // Otherwise the receive waits in UCX. UCX before 1.16 reports no length/tag for an immediately
                 // completed tag receive (recv_info is filled from 1.16), so immediate completion is refused: a
-                // request always comes back. A blocking receive of the thread driving the worker (owner or
-                // borrower) is polled (testPolled), without a callback; any other completes through the callback.
-                op.polled = op.blocking && op.waiter == engine.owner;
+                // request always comes back, polled or with a callback (pollsReceive).
+                op.polled = pollsReceive(op);
                 if (op.polled) {
                     engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL, 0, 0, 0);
                 } else {
