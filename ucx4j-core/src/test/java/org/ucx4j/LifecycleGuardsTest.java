@@ -15,6 +15,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Closing and its bounds, timeouts that report themselves as timeouts, and the guards that keep bad input and
@@ -221,12 +223,13 @@ class LifecycleGuardsTest {
      * the cancel, waiting for a cancel only the loop around it would make (the worker's thread hung, and the
      * {@code Ucx} could not close); it is refused as inside progress, and both receives end.
      */
-    @Test
-    void waitingInsideAnAbortsCancelIsRefusedNotHung() throws Exception {
+    @ParameterizedTest(name = "second receive on tag {0}")
+    @ValueSource(ints = {2, 1}) // 1: both polled, on the ring; 2: by its callback
+    void waitingInsideAnAbortsCancelIsRefusedNotHung(int secondTag) throws Exception {
         FailureTest.pair((a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 CompletableFuture<Long> first = server.recvAsync(arena.allocate(8), 1);
-                CompletableFuture<Long> second = server.recvAsync(arena.allocate(8), 2);
+                CompletableFuture<Long> second = server.recvAsync(arena.allocate(8), secondTag);
                 // a plain future's dependent (allOf's) runs where the receive ends: inside the abort's cancel, on
                 // the worker's thread; whichever is canceled first, its dependent waits on the other, still pending
                 CompletableFuture<Long> afterFirst = CompletableFuture.allOf(first).handle((v, e) -> second.join());

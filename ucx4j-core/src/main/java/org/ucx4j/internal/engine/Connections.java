@@ -405,12 +405,13 @@ final class Connections {
                     Ucp.requestCancel(engine.worker, op.request);
                 }
             }
+            // polled receives complete inside the cancel, without an event: seen now, their dependents still
+            // inside the abort (a wait there is refused as in a callback); UCX cannot cancel a send, which ends
+            // with the endpoint's close and is seen at the next full test (every 64 progress calls, or a nap)
+            engine.testPolledNow();
         } finally {
             engine.endCallbacks(was);
         }
-        // polled receives complete inside the cancel, without an event: seen now; UCX cannot cancel a send, which
-        // ends with the endpoint's close and is seen at the next full test (every 64 progress calls, or a nap)
-        engine.testPolledNow();
     }
 
     private void releaseEndpoint(EndpointCore c) {

@@ -98,7 +98,7 @@ public final class Op extends EngineFuture<Long> {
     boolean pooled;
     /** A receive or send posted without a callback: whoever drives the worker tests it (no upcall per message). */
     boolean polled;
-    /** A polled send's or pull's place in the engine's ring (an ever-growing index; see {@code Engine.addRingPolled}). */
+    /** A polled send's, pull's or asynchronous receive's place in its {@link PolledRing} (an ever-growing index). */
     int ringIndex;
     /** System.nanoTime() when a transfer of >= 1 MB was posted (per-peer bandwidth), else 0. */
     long startedAt;

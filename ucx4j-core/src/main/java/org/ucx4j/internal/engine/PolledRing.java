@@ -53,9 +53,11 @@ final class PolledRing {
     int test(boolean all, Predicate<Op> poll) {
         int done = 0;
         while (head != tail) {
-            if (!poll.test(ring[head & (ring.length - 1)])) {
+            Op op = ring[head & (ring.length - 1)];
+            if (!poll.test(op)) {
                 break;
             }
+            remove(op); // (its completion took it off: never tested twice, should one ever not)
             done++;
         }
         if (all) {
