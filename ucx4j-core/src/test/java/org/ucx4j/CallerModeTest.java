@@ -465,6 +465,52 @@ class CallerModeTest {
     }
 
     /**
+     * Asynchronous stream receives of one endpoint go the same way (UCX completes them in posting order): a window of
+     * exact receives of mixed sizes gets the stream's bytes in order, and a plain future's dependent of one may block.
+     */
+    @Test
+    void asyncStreamReceivesAreTestedOnTheOwnerAndTheirDependentsMayBlock() throws Exception {
+        withCallerClient((a, client, server) -> {
+            int n = 90;
+            try (Arena arena = Arena.ofShared()) {
+                long[] sizes = new long[n];
+                long total = 0;
+                for (int i = 0; i < n; i++) {
+                    sizes[i] = 1 + SIZES[i % SIZES.length]; // exact receives of 1 B up to 1 MiB + 1
+                    total += sizes[i];
+                }
+                MemorySegment in = arena.allocate(total);
+                List<CompletableFuture<Long>> recvs = new ArrayList<>();
+                long at = 0;
+                for (int i = 0; i < n; i++) {
+                    recvs.add(client.streamRecvAsync(in.asSlice(at, sizes[i])));
+                    at += sizes[i];
+                }
+                MemorySegment other = arena.allocate(8);
+                CompletableFuture<Long> blockedInside = CompletableFuture.allOf(recvs.get(5)).thenApply(v -> {
+                    try {
+                        return client.recv(other, 47, T);
+                    } catch (Exception e) {
+                        throw new java.util.concurrent.CompletionException(e);
+                    }
+                });
+                MemorySegment out = Data.pattern(arena, total, 12);
+                CompletableFuture<Void> sent = CompletableFuture.runAsync(() -> {
+                    server.streamSend(out);
+                    server.send(Data.pattern(arena, 8, 13), 47, T);
+                });
+                for (int i = 0; i < n; i++) {
+                    assertEquals(sizes[i], drive(a, recvs.get(i)), "receive " + i);
+                }
+                assertEquals(8, drive(a, blockedInside));
+                Data.verify(other, 8, 13);
+                sent.get(10, TimeUnit.SECONDS);
+                assertEquals(-1, in.mismatch(out), "the stream's bytes, in order");
+            }
+        });
+    }
+
+    /**
      * A send larger than UCX's short protocol that UCX sends eagerly (4 KiB: a copy into the peer's shared-memory
      * FIFO, or a socket write) is made inside the call and finished there: its future is already done, and it costs
      * no operation object, so a loop of them allocates next to nothing (an operation per send would be ~200 bytes).

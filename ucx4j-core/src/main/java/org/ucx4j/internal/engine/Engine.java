@@ -1294,6 +1294,7 @@ public final class Engine {
         if (inRecvRing(op)) {
             if (recvRing.isEmpty()) {
                 recvRingEp = op.ep;
+                recvRingKind = op.kind;
                 recvRingTag = op.tag;
                 recvRingMask = op.mask;
             }
@@ -1341,27 +1342,31 @@ public final class Engine {
         sendRing.add(op);
     }
 
-    // ---- asynchronous tag receives posted without a callback, tested oldest first like the sends: only receives
-    // of one endpoint, tag and mask at a time (UCX matches those in posting order, and they mostly complete in it),
-    // so a receive that waits long for another tag never holds up the tests of a busy one; a receive for another
-    // key while some are in flight keeps its callback (Requests#post)
+    // ---- asynchronous receives posted without a callback, tested oldest first like the sends: only receives of
+    // one key at a time, which complete in posting order (mostly, for tags), so a receive that waits long for another
+    // tag never holds up the tests of a busy one; a receive for another key while some are in flight keeps its
+    // callback (Requests#post)
     private final PolledRing recvRing = new PolledRing();
     private final java.util.function.Predicate<Op> pollRecv = this::pollRecv;
+    /** The ring's key while it holds receives: their kind and endpoint, and for tag receives tag and mask. */
     private EndpointCore recvRingEp;
+    private int recvRingKind;
     private long recvRingTag, recvRingMask;
 
     private static boolean inRecvRing(Op op) {
-        return op.kind == Op.TAG_RECV && !op.blocking;
+        return (op.kind == Op.TAG_RECV || op.kind == Op.STREAM_RECV) && !op.blocking;
     }
 
     /**
-     * Whether an asynchronous tag receive about to be posted may go without a callback, on the receive ring: one
-     * on an endpoint whose endpoint, tag and mask are those of the receives in flight there (or there are none).
-     * A worker-level receive keeps its callback: messages from different peers complete in any order.
+     * Whether an asynchronous receive about to be posted may go without a callback, on the receive ring: the ring
+     * is empty, or it holds receives of the same key: tag receives of the same endpoint, tag and mask (UCX matches
+     * those in posting order, and they mostly complete in it), or stream receives of the same endpoint (UCX
+     * completes those in posting order). A worker-level tag receive keeps its callback: messages from different
+     * peers complete in any order.
      */
     boolean mayPollReceive(Op op) {
-        return op.ep != null && (recvRing.isEmpty()
-                || op.ep == recvRingEp && op.tag == recvRingTag && op.mask == recvRingMask);
+        return op.ep != null && (recvRing.isEmpty() || op.ep == recvRingEp && op.kind == recvRingKind
+                && (op.kind == Op.STREAM_RECV || op.tag == recvRingTag && op.mask == recvRingMask));
     }
 
     /** Completes a polled send if UCX is done with it (owner thread); true when it completed. */

@@ -54,10 +54,13 @@ final class PolledRing {
         int done = 0;
         while (head != tail) {
             Op op = ring[head & (ring.length - 1)];
+            int at = op.ringIndex;
             if (!poll.test(op)) {
                 break;
             }
-            remove(op); // (its completion took it off: never tested twice, should one ever not)
+            if (op.ringIndex == at) { // (its completion took it off; should one ever not, it is not tested again)
+                remove(op);
+            } // else it was reused and added again meanwhile: that entry stays
             done++;
         }
         if (all) {

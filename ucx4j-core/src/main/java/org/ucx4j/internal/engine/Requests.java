@@ -127,10 +127,10 @@ final class Requests {
     }
 
     /**
-     * Whether a tag receive about to wait in UCX goes without a callback, tested by whoever drives the worker (no
-     * upcall): a blocking one of the thread driving the worker (owner or borrower), which it tests as it waits;
-     * an asynchronous one when the ring of polled receives takes it ({@link Engine#mayPollReceive}). Any other
-     * completes through its callback, inside UCX's progress call.
+     * Whether a tag or stream receive about to wait in UCX goes without a callback, tested by whoever drives the
+     * worker (no upcall): a blocking one of the thread driving the worker (owner or borrower), which it tests as it
+     * waits; an asynchronous one when the ring of polled receives takes it ({@link Engine#mayPollReceive}). Any
+     * other completes through its callback, inside UCX's progress call.
      */
     private boolean pollsReceive(Op op) {
         return op.blocking ? op.waiter == engine.owner : engine.mayPollReceive(op);
@@ -271,8 +271,9 @@ final class Requests {
                     return;
                 }
                 int slot = slots.alloc(op);
-                // the driving thread's own blocking receive is polled (no upcall), like a tag receive
-                op.polled = op.blocking && op.waiter == engine.owner;
+                // polled (no upcall) as a tag receive is: the driving thread's own blocking receive, or one on the
+                // ring of asynchronous receives
+                op.polled = pollsReceive(op);
                 engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (op.polled ? UCP_OP_ATTR_FIELD_FLAGS
                         : UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS),
                         Upcalls.STREAM_RECV.address(), engine.userData(slot), (int) op.mask);
