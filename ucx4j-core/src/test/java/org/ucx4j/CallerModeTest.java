@@ -511,6 +511,36 @@ class CallerModeTest {
     }
 
     /**
+     * An asynchronous exact stream receive on the ring of polled receives that its peer's goodbye cuts short gives
+     * its bytes back: a receive made as soon as the endpoint's close ended it reads them. (Since a review the
+     * close also tests the ring inside its own call, so it never counts on a later test.)
+     */
+    @Test
+    void aPolledStreamReceiveCutShortByAGoodbyeGivesItsBytesBack() throws Exception {
+        withCallerClient((a, client, server) -> {
+            try (Arena arena = Arena.ofShared()) {
+                MemorySegment into = arena.allocate(100);
+                CompletableFuture<Long> exact = client.streamRecvAsync(into);
+                // the sender may need this caller-mode side to progress (a connection still being wired up)
+                drive(a, server.streamSendAsync(Data.pattern(arena, 50, 14)));
+                // the peer's close waits for this caller-mode side's answer to its goodbye: driven here
+                CompletableFuture<Void> closed = CompletableFuture.runAsync(server::close);
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (!exact.isDone() && !client.isClosed()) {
+                    a.progress();
+                    assertTrue(System.nanoTime() < deadline, "the goodbye ended the endpoint");
+                }
+                MemorySegment rest = arena.allocate(100);
+                assertEquals(50, client.streamRecvSome(rest, T));
+                Data.verify(rest.asSlice(0, 50), 50, 14);
+                ExecutionException e = assertThrows(ExecutionException.class, () -> drive(a, exact));
+                assertInstanceOf(ConnectionResetException.class, e.getCause());
+                drive(a, closed);
+            }
+        });
+    }
+
+    /**
      * A send larger than UCX's short protocol that UCX sends eagerly (4 KiB: a copy into the peer's shared-memory
      * FIFO, or a socket write) is made inside the call and finished there: its future is already done, and it costs
      * no operation object, so a loop of them allocates next to nothing (an operation per send would be ~200 bytes).

@@ -338,6 +338,9 @@ final class Requests {
                 boolean was = engine.beginCallbacks(); // a forced close ends what is pending inside the call
                 try {
                     r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
+                    // polled receives among them (stream receives: no cancel reaches those) end without an event:
+                    // finished now, still inside the mark, before the close itself completes
+                    engine.testPolledNow();
                 } finally {
                     engine.endCallbacks(was);
                 }
