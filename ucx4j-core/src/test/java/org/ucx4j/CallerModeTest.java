@@ -436,13 +436,7 @@ class CallerModeTest {
                 // a plain future's dependent runs where the receive completes (a ucx4j future's own run on its
                 // executor): on the owner's thread, outside UCX, so it may block, driving the worker nested in
                 // the test of the ring (the rest of the messages complete there) until the last message comes
-                CompletableFuture<Long> blockedInside = CompletableFuture.allOf(recvs.get(3)).thenApply(v -> {
-                    try {
-                        return client.recv(other, 44, T);
-                    } catch (Exception e) {
-                        throw new java.util.concurrent.CompletionException(e);
-                    }
-                });
+                CompletableFuture<Long> blockedInside = blockingReceiveAfter(recvs.get(3), client, other, 44);
                 CompletableFuture<Void> sent = CompletableFuture.runAsync(() -> {
                     for (int i = 0; i < n; i++) {
                         server.send(Data.pattern(arena, sizes[i], i), 43, T);
@@ -460,6 +454,21 @@ class CallerModeTest {
                     Data.verify(in.asSlice(at, sizes[i]), sizes[i], i);
                     at += sizes[i];
                 }
+            }
+        });
+    }
+
+    /**
+     * A blocking receive of {@code tag} into {@code into}, run as a plain future's dependent of {@code first}: where
+     * {@code first} completes (a ucx4j future's own dependents run on its executor instead).
+     */
+    private static CompletableFuture<Long> blockingReceiveAfter(CompletableFuture<Long> first, Endpoint ep,
+            MemorySegment into, int tag) {
+        return CompletableFuture.allOf(first).thenApply(v -> {
+            try {
+                return ep.recv(into, tag, T);
+            } catch (Exception e) {
+                throw new java.util.concurrent.CompletionException(e);
             }
         });
     }
@@ -487,13 +496,7 @@ class CallerModeTest {
                     at += sizes[i];
                 }
                 MemorySegment other = arena.allocate(8);
-                CompletableFuture<Long> blockedInside = CompletableFuture.allOf(recvs.get(5)).thenApply(v -> {
-                    try {
-                        return client.recv(other, 47, T);
-                    } catch (Exception e) {
-                        throw new java.util.concurrent.CompletionException(e);
-                    }
-                });
+                CompletableFuture<Long> blockedInside = blockingReceiveAfter(recvs.get(5), client, other, 47);
                 MemorySegment out = Data.pattern(arena, total, 12);
                 CompletableFuture<Void> sent = CompletableFuture.runAsync(() -> {
                     server.streamSend(out);
