@@ -1405,6 +1405,15 @@ public final class Endpoint implements AutoCloseable {
     }
 
     /**
+     * {@return the peer's host name, as the peer itself gave it in the ucx4j handshake} With {@link #peerPid} it
+     * names the peer's process (two processes on one host see the same name). Null for a raw endpoint, which has
+     * no handshake.
+     */
+    public String peerHost() {
+        return core.peerHost();
+    }
+
+    /**
      * {@return true until {@link #close} or {@link #abort} is called, the endpoint is closed otherwise, or its peer
      * is found dead}
      */

@@ -658,7 +658,8 @@ class ActiveMessageTest {
                 for (int n : new int[] {0, 1, 100}) {
                     List<MemorySegment> frames = new ArrayList<>();
                     for (int i = 0; i < n; i++) {
-                        long size = i == 0 ? 1 << 20 : (i * 977L) % 70_000; // includes empty frames
+                        // 16 MiB first (rendezvous), an empty frame second, then eager and rendezvous sizes
+                        long size = i == 0 ? 16L << 20 : i == 1 ? 0 : (i * 977L) % 70_000;
                         frames.add(i % 3 == 2 ? MemorySegment.ofArray(Data.pattern(arena, size, i).toArray(
                                 ValueLayout.JAVA_BYTE)) : Data.pattern(arena, size, i)); // heap and native
                     }
@@ -696,12 +697,18 @@ class ActiveMessageTest {
             // a well-formed header of 257 empty frames, one over the default cap (256): refused by the cap alone
             MemorySegment overCap = MemorySegment.ofArray(new byte[4 + 257 * AmWire.FRAME_ENTRY]);
             overCap.set(ValueLayout.JAVA_INT_UNALIGNED, 0, 257);
+            // one frame of 16 bytes in device memory (UCS_MEMORY_TYPE_CUDA, 2): this build receives host memory only
+            MemorySegment device = MemorySegment.ofArray(new byte[4 + AmWire.FRAME_ENTRY]);
+            device.set(ValueLayout.JAVA_INT_UNALIGNED, 0, 1);
+            device.set(ValueLayout.JAVA_LONG_UNALIGNED, 4, 16);
+            device.set(ValueLayout.JAVA_BYTE, 12, (byte) 2);
             long before = alloc.allocations.get();
             Map<MemorySegment, String> reasons = new java.util.LinkedHashMap<>();
             reasons.put(huge, "claims 1099511627776 bytes for frame 0, cap is 2147483648 bytes in all");
             reasons.put(many, "claims 1048576 frames, cap is 256");
             reasons.put(truncated, "frame header truncated (2 bytes)");
             reasons.put(overCap, "claims 257 frames, cap is 256");
+            reasons.put(device, "frame 0 is of memory type 2 (UCS_MEMORY_TYPE_HOST, 0, is the only one");
             for (var r : reasons.entrySet()) {
                 MemorySegment h = r.getKey();
                 long payload = h == overCap ? 0 : 16;

@@ -163,6 +163,8 @@ class CrossProcessSurfaceTest {
                     FailureTest.echoOnce(ep, size);
                 }
                 assertEquals(p.process.pid(), ep.peerPid(), "the handshake names the peer's process");
+                assertEquals(java.net.InetAddress.getLocalHost().getHostName(), ep.peerHost(),
+                        "the handshake names the peer's host");
             }
         }
     }

@@ -81,6 +81,8 @@ class MessagingTest {
             ba.send(new byte[] {7, 9}, 6);
             assertEquals(2, r.get(10, TimeUnit.SECONDS));
             assertArrayEquals(new byte[] {7, 9}, back);
+            assertEquals(0, ab.peerPid(), "a raw endpoint has no handshake to name its peer");
+            assertEquals(null, ab.peerHost(), "a raw endpoint has no handshake to name its peer");
             a.flush(); // the worker's untimed flush
             ab.close();
             ba.close();

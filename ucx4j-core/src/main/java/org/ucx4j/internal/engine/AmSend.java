@@ -106,7 +106,7 @@ public final class AmSend {
                 for (int i = 0; i < n; i++) {
                     long at = prefix + 4L + (long) i * AmWire.FRAME_ENTRY;
                     b.set(JAVA_LONG_UNALIGNED, at, frames.get(i).byteSize());
-                    b.set(JAVA_BYTE, at + 8, (byte) 0); // UCS_MEMORY_TYPE_HOST
+                    b.set(JAVA_BYTE, at + 8, AmWire.MEMORY_TYPE_HOST);
                 }
             }
             long tableAt = align(headerLength);

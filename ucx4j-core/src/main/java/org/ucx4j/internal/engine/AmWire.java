@@ -33,7 +33,10 @@ public final class AmWire {
         return kind == FRAMES ? "frames receive" : kind == OBJECT ? "object receive" : "active message receive";
     }
     static final int KINDS = 3;
+    /** A frame's entry in a frames header: its size (8 B) and its UCX memory type (1 B). */
     public static final int FRAME_ENTRY = 9;
+    /** {@code UCS_MEMORY_TYPE_HOST}: the memory type ucx4j's senders write for every frame, and all it receives. */
+    static final byte MEMORY_TYPE_HOST = (byte) org.ucx4j.internal.ffi.Structs.UCS_MEMORY_TYPE_HOST;
 
     /**
      * Why a message of this kind cannot be taken (caps, malformed header), or null. The user header's
@@ -59,7 +62,13 @@ public final class AmWire {
                 }
                 long total = 0;
                 for (int i = 0; i < count; i++) {
-                    long size = NativeAccess.getLongUnaligned(header + 4 + (long) i * FRAME_ENTRY);
+                    long entry = header + 4 + (long) i * FRAME_ENTRY;
+                    byte memoryType = NativeAccess.getByte(entry + 8);
+                    if (memoryType != MEMORY_TYPE_HOST) { // a later sender's device frame: refused, not misread
+                        return "frame " + i + " is of memory type " + memoryType + " (UCS_MEMORY_TYPE_HOST, "
+                                + MEMORY_TYPE_HOST + ", is the only one this build receives)";
+                    }
+                    long size = NativeAccess.getLongUnaligned(entry);
                     if (size < 0 || size > maxBytes - total) { // total <= maxBytes: no overflow
                         total = -1;
                     } else {

@@ -46,7 +46,7 @@ import scala.Tuple2;
  * The plug-in on {@code local-cluster[2,1,1024]}: every job gives the same answer as Spark's built-in shuffle, blocks
  * really cross executor processes over ucx4j (authenticated with the application secret), fetch metrics reach Spark,
  * a few hundred MB shuffle intact, a connection dropped between live executors is asked again rather than failed,
- * and an executor SIGKILLed mid-shuffle costs a stage retry, not a hang.
+ * and an executor SIGKILLed while its blocks are being fetched costs a fetch failure and a stage retry, not a hang.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 5, unit = java.util.concurrent.TimeUnit.MINUTES)
@@ -220,6 +220,7 @@ class UcxShuffleClusterTest {
                 .flatMap(p -> records(p, perPartition, size).iterator());
         long before = METRICS.remoteBytes.get();
         long toDiskBefore = METRICS.remoteBytesToDisk.get();
+        long fetchWaitBefore = METRICS.fetchWaitMs.get();
         List<Long> sums = data.repartition(6).map(UcxShuffleClusterTest::crc)
                 .mapPartitions(it -> {
                     long s = 0;
@@ -233,6 +234,7 @@ class UcxShuffleClusterTest {
         assertTrue(remote > 100L << 20, "only " + remote + " B crossed executors");
         long toDisk = METRICS.remoteBytesToDisk.get() - toDiskBefore;
         assertTrue(toDisk > 100L << 20, "only " + toDisk + " B were streamed to disk");
+        assertTrue(METRICS.fetchWaitMs.get() > fetchWaitBefore, "Spark counted no fetch wait for the reducers");
     }
 
     @Test
@@ -443,17 +445,17 @@ class UcxShuffleClusterTest {
 
     @Test
     @Order(10)
-    void anExecutorKilledMidShuffleCostsAStageRetryNotAHang() {
+    void anExecutorKilledWhileItsBlocksAreFetchedCostsAFetchFailureAndAStageRetryNotAHang() throws Exception {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
         List<Tuple2<String, Long>> executors = ExecutorProbe.onEach(spark.sparkContext(),
                 () -> List.of(new Tuple2<>(org.apache.spark.SparkEnv.get().executorId(), ProcessHandle.current().pid())));
         assertTrue(executors.size() >= 2, "need two executors: " + executors);
+        String victimId = executors.get(executors.size() - 1)._1();
         long victim = executors.get(executors.size() - 1)._2();
+        String survivorId = executors.get(0)._1();
         int removedBefore = METRICS.executorsRemoved.get();
-        int retriesBefore = METRICS.stageRetries.get();
         JavaPairRDD<Integer, Long> summed = sc.parallelize(IntStream.range(0, 400_000).boxed().toList(), 8)
                 .mapToPair(i -> new Tuple2<>(i % 100, (long) i)).reduceByKey(Long::sum, 8);
-        String victimId = executors.get(executors.size() - 1)._1();
         Clusters.awaitListeners(spark);
         int victimsBefore = METRICS.mapTasksOn.computeIfAbsent(victimId, k -> new AtomicInteger()).get();
         assertEquals(100, summed.count()); // the map outputs now live on both executors
@@ -461,25 +463,44 @@ class UcxShuffleClusterTest {
         assertTrue(METRICS.mapTasksOn.get(victimId).get() > victimsBefore,
                 "the victim holds some of this shuffle's map output: " + METRICS.mapTasksOn);
         int mapTasksBefore = METRICS.mapTasks.get();
-        // killed between the shuffle's write and the next read of it (a listener killing at the reduce stage's
-        // start raced the stage, which could end first): the next job's reducers fetch from a dead executor
-        ProcessHandle.of(victim).ifPresent(h -> {
-            h.destroyForcibly();
-            h.onExit().orTimeout(30, java.util.concurrent.TimeUnit.SECONDS).join();
-        });
-        List<Tuple2<Integer, Long>> sums = summed.collect();
+        int failuresBefore = METRICS.fetchFailures.get();
+        int retriesBefore = METRICS.stageRetries.get();
+        int startedBefore = METRICS.tasksStartedOn.computeIfAbsent(survivorId, k -> new AtomicInteger()).get();
+        // the victim stops (SIGSTOP) before the shuffle's next read, so the survivor's reducers ask it for blocks
+        // that do not come; it is killed while they wait: their fetches, in flight over ucx4j, must fail
+        signal("STOP", victim);
+        java.util.concurrent.CompletableFuture<List<Tuple2<Integer, Long>>> job;
+        try {
+            job = java.util.concurrent.CompletableFuture.supplyAsync(summed::collect);
+            Data.eventually(() -> METRICS.tasksStartedOn.get(survivorId).get() > startedBefore);
+            Thread.sleep(1000); // the reduce task asks for its blocks as it starts
+        } finally {
+            ProcessHandle.of(victim).ifPresent(h -> {
+                h.destroyForcibly(); // SIGKILL ends a stopped process too
+                h.onExit().orTimeout(30, java.util.concurrent.TimeUnit.SECONDS).join();
+            });
+        }
+        List<Tuple2<Integer, Long>> sums = job.get(4, java.util.concurrent.TimeUnit.MINUTES);
         long total = sums.stream().mapToLong(Tuple2::_2).sum();
         assertEquals(100, sums.size());
         assertEquals(400_000L * 399_999 / 2, total, "results lost in the retry");
         Data.eventually(() -> METRICS.executorsRemoved.get() > removedBefore);
         Clusters.awaitListeners(spark);
-        // the dead executor's map output was recomputed (after fetch failures, a retry of the stage; after Spark's
-        // own notice of the loss, a new stage for the missing partitions), rather than the job hanging or returning
-        // a partial result
+        // Spark saw the fetch fail (a FetchFailedException whose cause is ucx4j's error) and recomputed the dead
+        // executor's map output, rather than the job hanging or returning a partial result
+        List<String> failures = METRICS.fetchFailureMessages.subList(failuresBefore,
+                METRICS.fetchFailureMessages.size());
+        assertTrue(METRICS.fetchFailures.get() > failuresBefore, "no fetch failure reached Spark");
+        assertTrue(failures.stream().anyMatch(m -> m.contains("ucx4j")), "no fetch failed over ucx4j: " + failures);
+        assertTrue(METRICS.stageRetries.get() > retriesBefore, "no stage was retried");
         assertTrue(METRICS.mapTasks.get() > mapTasksBefore, "no map output was recomputed after the kill");
-        System.err.println("kill test: fetch failures seen by Spark: " + METRICS.fetchFailures.get()
-                + ", stage retries: " + (METRICS.stageRetries.get() - retriesBefore) + ", map tasks rerun: "
-                + (METRICS.mapTasks.get() - mapTasksBefore));
+    }
+
+    /** Sends {@code signal} (a name such as STOP) to process {@code pid} with the system's kill command. */
+    private static void signal(String signal, long pid) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
+        assertTrue(kill.waitFor(30, java.util.concurrent.TimeUnit.SECONDS) && kill.exitValue() == 0,
+                "kill -" + signal + " " + pid + " failed");
     }
 
     static List<byte[]> records(int partition, int n, int size) {
@@ -513,6 +534,13 @@ class UcxShuffleClusterTest {
         /** Shuffle map tasks that succeeded, in all and by executor id. */
         final AtomicInteger mapTasks = new AtomicInteger();
         final Map<String, AtomicInteger> mapTasksOn = new java.util.concurrent.ConcurrentHashMap<>();
+        /** Tasks started, by executor id. */
+        final Map<String, AtomicInteger> tasksStartedOn = new java.util.concurrent.ConcurrentHashMap<>();
+
+        @Override
+        public void onTaskStart(org.apache.spark.scheduler.SparkListenerTaskStart start) {
+            tasksStartedOn.computeIfAbsent(start.taskInfo().executorId(), k -> new AtomicInteger()).incrementAndGet();
+        }
 
         @Override
         public void onStageSubmitted(SparkListenerStageSubmitted s) {
