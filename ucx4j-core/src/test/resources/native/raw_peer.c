@@ -1,5 +1,6 @@
 /* A plain UCX program (no ucx4j) for the raw-interop test: prints its worker address in hex, reads the Java side's
  * address from stdin, then: receives tag 7 and echoes it back with tag 8, sends "hello from C" with tag 9; echoes
+ * the messages of a size sweep (a count on tag 11, then messages of up to 16 MiB on tag 12, back on tag 13); echoes
  * two active messages (id 0; the second one large enough for rendezvous) back with the header's first byte
  * changed to 'C'; echoes 16 stream bytes; and waits for tag 10 before exiting 0. Any failure exits non-zero. */
 #include <ucp/api/ucp.h>
@@ -114,6 +115,16 @@ int main(void) {
     send_tag(w, ep, buf, n, 8);
     const char *hello = "hello from C";
     send_tag(w, ep, hello, strlen(hello), 9);
+    /* the size sweep: a count (tag 11), then that many messages of up to 16 MiB on tag 12, each echoed on tag 13 */
+    unsigned long long count;
+    if (recv_tag(w, &count, sizeof(count), 11) != sizeof(count)) { fprintf(stderr, "bad count\n"); return 16; }
+    char *big = malloc(16 << 20);
+    if (big == NULL) return 17;
+    for (unsigned long long i = 0; i < count; i++) {
+        size_t len = recv_tag(w, big, 16 << 20, 12);
+        send_tag(w, ep, big, len, 13);
+    }
+    free(big);
     echo_am(w, ep);
     echo_am(w, ep);
     echo_am(w, ep);

@@ -158,6 +158,17 @@ class MessagingTest {
             byte[] hello = new byte[64];
             long n = ep.recv(hello, 9, T);
             assertEquals("hello from C", new String(hello, 0, (int) n, StandardCharsets.US_ASCII));
+            // tag messages of 0 B to 16 MiB (eager, fragmented, rendezvous) to C and back, bytes checked
+            long[] sweep = {0, 1, 8, 4096, 20000, 65536, 1 << 20, 16 << 20};
+            ep.send(java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder()).putLong(0, sweep.length)
+                    .array(), 11, T);
+            MemorySegment back = arena.allocate(16 << 20);
+            for (int i = 0; i < sweep.length; i++) {
+                CompletableFuture<Long> r13 = ep.recvAsync(back, 13);
+                ep.send(Data.pattern(arena, sweep[i], 20 + i), 12, T);
+                assertEquals(sweep[i], r13.get(20, TimeUnit.SECONDS));
+                Data.verify(back.asSlice(0, sweep[i]), sweep[i], 20 + i);
+            }
             // active messages (AM id 0, header exactly as given) both ways: eager, then rendezvous; the C peer echoes
             // (20000 B: eager in fragments, larger than the C peer's 8 KiB receive buffers and smaller than ucx4j's)
             for (long size : new long[] {100, 20000, 4 << 20}) {
@@ -195,12 +206,21 @@ class MessagingTest {
                     ep.recv(b, 1, T);
                     ep.send(b, 1, T);
                 })) {
+            // the listener logs each peer it rejects (slf4j-simple writes to the System.err of the moment)
+            java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+            java.io.PrintStream err = System.err;
+            System.setErr(new java.io.PrintStream(log, true, StandardCharsets.UTF_8));
             try (Ucx wrong = Ucx.open(UcxOptions.defaults().withSecret("wrong".getBytes()))) {
                 UcxException e = assertThrows(UnreachableException.class, () -> wrong.connect("127.0.0.1", l.port(),
                         T));
                 assertEquals("UCS_ERR_REJECTED", e.statusName(), e.getMessage());
                 assertTrue(e.getMessage().contains("UCS_ERR_REJECTED"), e.getMessage());
+                Data.eventually(() -> log.toString(StandardCharsets.UTF_8).contains("could not prove the shared secret"));
+            } finally {
+                System.setErr(err);
             }
+            String logged = log.toString(StandardCharsets.UTF_8);
+            assertTrue(logged.contains("WARN") && logged.contains("rejected incoming connection from"), logged);
             try (Ucx none = Ucx.open()) {
                 UcxException e = assertThrows(UnreachableException.class, () -> none.connect("127.0.0.1", l.port(),
                         T));
