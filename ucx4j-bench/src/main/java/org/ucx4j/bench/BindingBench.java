@@ -2,7 +2,6 @@ package org.ucx4j.bench;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -20,10 +19,8 @@ import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
 import org.ucx4j.AmMessage;
 import org.ucx4j.Endpoint;
-import org.ucx4j.Listener;
 import org.ucx4j.ProgressMode;
 import org.ucx4j.Ucx;
-import org.ucx4j.UcxOptions;
 
 /**
  * The binding's own overheads, one thread, one worker in caller-progress mode, an endpoint connected to the same
@@ -44,8 +41,8 @@ public class BindingBench {
     @Param({"CALLER", "BACKOFF"})
     public ProgressMode progress;
 
+    LoopbackPair pair;
     Ucx ucx;
-    Listener listener;
     Endpoint client;
     Endpoint server;
     Arena arena;
@@ -56,14 +53,10 @@ public class BindingBench {
 
     @Setup(Level.Trial)
     public void setup() throws Exception {
-        ucx = Ucx.open(UcxOptions.defaults().withProgressMode(progress).withName("jmh"));
-        CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
-        listener = ucx.listen("127.0.0.1", 0, accepted::complete);
-        client = ucx.connect("127.0.0.1", listener.port(), Duration.ofSeconds(10));
-        while (progress == ProgressMode.CALLER && !accepted.isDone()) {
-            ucx.progress();
-        }
-        server = accepted.get(10, TimeUnit.SECONDS);
+        pair = new LoopbackPair(progress);
+        ucx = pair.ucx;
+        client = pair.client;
+        server = pair.server;
         arena = Arena.ofShared();
         out = arena.allocate(8);
         in = arena.allocate(8);
@@ -73,10 +66,7 @@ public class BindingBench {
 
     @TearDown(Level.Trial)
     public void tearDown() {
-        client.abort();
-        server.abort();
-        listener.close();
-        ucx.close();
+        pair.close();
         arena.close();
     }
 
