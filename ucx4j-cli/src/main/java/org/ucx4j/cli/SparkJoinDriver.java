@@ -268,11 +268,10 @@ final class SparkJoinDriver {
                     "%.2f s | %.2f s | %.2f s | %.2f s | %.2f s (%.2f s)", t.fetchWaitMs / 1e3, t.writeNs / 1e9,
                     t.gcMs / 1e3, t.serdeMs / 1e3, t.runMs / 1e3, t.cpuNs / 1e9));
         }
-        line("", "fetch wait: reducers blocked on remote blocks; shuffle write: map tasks blocked on their output "
-                + "files; task (de)ser: tasks and results, outside run; run: the tasks' run time, fetch wait, shuffle "
-                + "write and GC included, so compute = run - fetch wait - shuffle write, with GC and the "
-                + "(de)serialization of shuffled rows inside it (Spark keeps no separate figure; a DataFrame shuffles its rows as UnsafeRow "
-                + "bytes)");
+        line("", "fetch wait: reducers blocked on remote blocks; shuffle write: map tasks blocked on their output");
+        line("", "files; task (de)ser: tasks and results, outside run; run: the tasks' run time, fetch wait, shuffle");
+        line("", "write and GC included: compute = run - fetch wait - shuffle write, the (de)serialization of shuffled");
+        line("", "rows inside it (Spark keeps no separate figure; a DataFrame shuffles its rows as UnsafeRow bytes)");
         System.out.println("=====");
         line("executor CPU", "total | task threads | shuffle networking | virtual-thread carriers | other Java "
                 + "threads   [s, since the executor started: warm-up and timed runs]");
