@@ -1,7 +1,7 @@
 /* A plain UCX program (no ucx4j) for the raw-interop test: prints its worker address in hex, reads the Java side's
  * address from stdin, then: receives tag 7 and echoes it back with tag 8, sends "hello from C" with tag 9; echoes
  * the messages of a size sweep (a count on tag 11, then messages of up to 16 MiB on tag 12, back on tag 13); echoes
- * two active messages (id 0; the second one large enough for rendezvous) back with the header's first byte
+ * three active messages (id 0; the last one large enough for rendezvous) back with the header's first byte
  * changed to 'C'; echoes 16 stream bytes; and waits for tag 10 before exiting 0. Any failure exits non-zero. */
 #include <ucp/api/ucp.h>
 #include <stdio.h>
@@ -23,8 +23,11 @@ static size_t recv_tag(ucp_worker_h w, void *buf, size_t len, ucp_tag_t tag) {
     p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     ucs_status_ptr_t r = ucp_tag_recv_nbx(w, buf, len, tag, (ucp_tag_t)-1, &p);
     if (UCS_PTR_IS_ERR(r)) { fprintf(stderr, "recv: %s\n", ucs_status_string(UCS_PTR_STATUS(r))); exit(4); }
-    while (ucp_tag_recv_request_test(r, &info) == UCS_INPROGRESS) ucp_worker_progress(w);
+    ucs_status_t st;
+    while ((st = ucp_tag_recv_request_test(r, &info)) == UCS_INPROGRESS) ucp_worker_progress(w);
     ucp_request_free(r);
+    if (st != UCS_OK || info.length > len) { fprintf(stderr, "recv tag %llu: %s\n", (unsigned long long)tag,
+                                                     ucs_status_string(st)); exit(5); }
     return info.length;
 }
 

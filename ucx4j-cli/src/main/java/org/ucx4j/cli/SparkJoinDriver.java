@@ -269,9 +269,10 @@ final class SparkJoinDriver {
                     t.gcMs / 1e3, t.serdeMs / 1e3, t.runMs / 1e3, t.cpuNs / 1e9));
         }
         line("", "fetch wait: reducers blocked on remote blocks; shuffle write: map tasks blocked on their output");
-        line("", "files; task (de)ser: tasks and results, outside run; run: the tasks' run time, fetch wait, shuffle");
-        line("", "write and GC included: compute = run - fetch wait - shuffle write, the (de)serialization of shuffled");
-        line("", "rows inside it (Spark keeps no separate figure; a DataFrame shuffles its rows as UnsafeRow bytes)");
+        line("", "files; GC: JVM-wide pauses seen by each task, mostly inside run; task (de)ser: tasks and results,");
+        line("", "outside run; run: the tasks' run time, fetch wait and shuffle write included: compute = run - fetch");
+        line("", "wait - shuffle write, the (de)serialization of shuffled rows inside it (Spark keeps no separate");
+        line("", "figure; a DataFrame shuffles its rows as UnsafeRow bytes)");
         System.out.println("=====");
         line("executor CPU", "total | task threads | shuffle networking | virtual-thread carriers | other Java "
                 + "threads   [s, since the executor started: warm-up and timed runs]");

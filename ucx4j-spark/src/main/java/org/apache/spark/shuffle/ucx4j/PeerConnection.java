@@ -35,6 +35,9 @@ import org.ucx4j.UcxTimeoutException;
 final class PeerConnection {
     private static final Logger LOG = LoggerFactory.getLogger(PeerConnection.class);
     private static final Duration TICK = Duration.ofSeconds(1);
+    /** This JVM's connections that failed with requests in flight (their peer died, or the link broke). */
+    private static final java.util.concurrent.atomic.AtomicLong LOST_WITH_REQUESTS =
+            new java.util.concurrent.atomic.AtomicLong();
 
     private final UcxDriverEndpoint.Address peer;
     private final Endpoint ep;
@@ -62,6 +65,11 @@ final class PeerConnection {
 
     Endpoint endpoint() {
         return ep;
+    }
+
+    /** {@return how many of this JVM's connections failed with requests in flight} (diagnostics, tests) */
+    static long lostWithRequestsInFlight() {
+        return LOST_WITH_REQUESTS.get();
     }
 
     UcxDriverEndpoint.Address peer() {
@@ -157,7 +165,11 @@ final class PeerConnection {
         } catch (Throwable t) {
             failure = t;
             if (!closing) {
-                LOG.warn("ucx4j shuffle: connection to {} failed: {}", describe(), t.toString());
+                if (!pending.isEmpty()) {
+                    LOST_WITH_REQUESTS.incrementAndGet();
+                }
+                LOG.warn("ucx4j shuffle: connection to {} failed with {} request(s) in flight: {}", describe(),
+                        pending.size(), t.toString());
             }
             onUnusable.accept(this);
             for (Long id : pending.keySet()) {

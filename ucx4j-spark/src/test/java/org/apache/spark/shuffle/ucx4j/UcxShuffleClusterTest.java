@@ -230,6 +230,7 @@ class UcxShuffleClusterTest {
                     return List.of(s).iterator();
                 }).collect();
         assertEquals(expected, sums.stream().mapToLong(Long::longValue).sum(), "records lost or corrupted");
+        Clusters.awaitListeners(spark);
         long remote = METRICS.remoteBytes.get() - before;
         assertTrue(remote > 100L << 20, "only " + remote + " B crossed executors");
         long toDisk = METRICS.remoteBytesToDisk.get() - toDiskBefore;
@@ -465,35 +466,58 @@ class UcxShuffleClusterTest {
         int mapTasksBefore = METRICS.mapTasks.get();
         int failuresBefore = METRICS.fetchFailures.get();
         int retriesBefore = METRICS.stageRetries.get();
+        long lostBefore = lostWithRequestsOn(survivorId);
         int startedBefore = METRICS.tasksStartedOn.computeIfAbsent(survivorId, k -> new AtomicInteger()).get();
         // the victim stops (SIGSTOP) before the shuffle's next read, so the survivor's reducers ask it for blocks
-        // that do not come; it is killed while they wait: their fetches, in flight over ucx4j, must fail
+        // that do not come; it is killed while they wait: their requests, in flight over ucx4j, must fail
         signal("STOP", victim);
-        java.util.concurrent.CompletableFuture<List<Tuple2<Integer, Long>>> job;
+        java.util.concurrent.CompletableFuture<List<Tuple2<Integer, Long>>> job =
+                new java.util.concurrent.CompletableFuture<>();
         try {
-            job = java.util.concurrent.CompletableFuture.supplyAsync(summed::collect);
-            Data.eventually(() -> METRICS.tasksStartedOn.get(survivorId).get() > startedBefore);
-            Thread.sleep(1000); // the reduce task asks for its blocks as it starts
+            try {
+                Thread.ofPlatform().name("kill-test-job").start(() -> {
+                    sc.setJobGroup("kill-test", "reads a shuffle whose map output a killed executor held", true);
+                    try {
+                        job.complete(summed.collect());
+                    } catch (Throwable t) {
+                        job.completeExceptionally(t);
+                    }
+                });
+                Data.eventually(() -> METRICS.tasksStartedOn.get(survivorId).get() > startedBefore);
+                Thread.sleep(1000); // the reduce task asks for its blocks as it starts
+            } finally {
+                ProcessHandle.of(victim).ifPresent(h -> {
+                    h.destroyForcibly(); // SIGKILL ends a stopped process too
+                    h.onExit().orTimeout(30, java.util.concurrent.TimeUnit.SECONDS).join();
+                });
+            }
+            List<Tuple2<Integer, Long>> sums = job.get(3, java.util.concurrent.TimeUnit.MINUTES);
+            long total = sums.stream().mapToLong(Tuple2::_2).sum();
+            assertEquals(100, sums.size());
+            assertEquals(400_000L * 399_999 / 2, total, "results lost in the retry");
         } finally {
-            ProcessHandle.of(victim).ifPresent(h -> {
-                h.destroyForcibly(); // SIGKILL ends a stopped process too
-                h.onExit().orTimeout(30, java.util.concurrent.TimeUnit.SECONDS).join();
-            });
+            if (!job.isDone()) { // failed on the way: the job must not run on into the next test
+                sc.cancelJobGroup("kill-test");
+            }
         }
-        List<Tuple2<Integer, Long>> sums = job.get(4, java.util.concurrent.TimeUnit.MINUTES);
-        long total = sums.stream().mapToLong(Tuple2::_2).sum();
-        assertEquals(100, sums.size());
-        assertEquals(400_000L * 399_999 / 2, total, "results lost in the retry");
         Data.eventually(() -> METRICS.executorsRemoved.get() > removedBefore);
         Clusters.awaitListeners(spark);
-        // Spark saw the fetch fail (a FetchFailedException whose cause is ucx4j's error) and recomputed the dead
-        // executor's map output, rather than the job hanging or returning a partial result
-        List<String> failures = METRICS.fetchFailureMessages.subList(failuresBefore,
-                METRICS.fetchFailureMessages.size());
+        // the survivor's connection to the victim failed with its requests in flight; Spark saw a fetch fail (after
+        // the client's retries) and retried the stage, recomputing the dead executor's map output, rather than the
+        // job hanging or returning a partial result
+        assertTrue(lostWithRequestsOn(survivorId) > lostBefore,
+                "the survivor's requests in flight to the killed executor did not fail with their connection");
         assertTrue(METRICS.fetchFailures.get() > failuresBefore, "no fetch failure reached Spark");
-        assertTrue(failures.stream().anyMatch(m -> m.contains("ucx4j")), "no fetch failed over ucx4j: " + failures);
         assertTrue(METRICS.stageRetries.get() > retriesBefore, "no stage was retried");
         assertTrue(METRICS.mapTasks.get() > mapTasksBefore, "no map output was recomputed after the kill");
+    }
+
+    /** {@link PeerConnection#lostWithRequestsInFlight()} in executor {@code executorId}'s JVM. */
+    private static long lostWithRequestsOn(String executorId) {
+        return ExecutorProbe.onEach(spark.sparkContext(), () -> List.of(new Tuple2<>(
+                        org.apache.spark.SparkEnv.get().executorId(), PeerConnection.lostWithRequestsInFlight())))
+                .stream().filter(t -> t._1().equals(executorId)).mapToLong(Tuple2::_2).findFirst()
+                .orElseThrow(() -> new AssertionError("executor " + executorId + " did not answer"));
     }
 
     /** Sends {@code signal} (a name such as STOP) to process {@code pid} with the system's kill command. */
