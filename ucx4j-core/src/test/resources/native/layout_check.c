@@ -32,6 +32,8 @@ int main(void) {
     S(ucp_worker_attr_t); F(ucp_worker_attr_t, field_mask); F(ucp_worker_attr_t, thread_mode);
     F(ucp_worker_attr_t, address_flags); F(ucp_worker_attr_t, address); F(ucp_worker_attr_t, address_length);
     F(ucp_worker_attr_t, max_am_header);
+    S(ucp_context_attr_t); F(ucp_context_attr_t, field_mask); F(ucp_context_attr_t, request_size);
+    F(ucp_context_attr_t, thread_mode); F(ucp_context_attr_t, memory_types); F(ucp_context_attr_t, name);
     S(ucp_err_handler_t); F(ucp_err_handler_t, cb); F(ucp_err_handler_t, arg);
     S(ucs_sock_addr_t); F(ucs_sock_addr_t, addr); F(ucs_sock_addr_t, addrlen);
 
@@ -57,7 +59,7 @@ int main(void) {
     F(struct sockaddr_in6, sin6_flowinfo); F(struct sockaddr_in6, sin6_addr); F(struct sockaddr_in6, sin6_scope_id);
     S(struct sockaddr_storage);
 
-    C(UCP_API_MAJOR); C(UCP_API_MINOR); C(UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER); C(UCP_WORKER_ATTR_FIELD_ADDRESS);
+    C(UCP_API_MAJOR); C(UCP_API_MINOR); C(UCP_ATTR_FIELD_MEMORY_TYPES); C(UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER); C(UCP_WORKER_ATTR_FIELD_ADDRESS);
     C(UCP_PARAM_FIELD_FEATURES); C(UCP_PARAM_FIELD_NAME); C(UCP_PARAM_FIELD_MT_WORKERS_SHARED);
     C(UCP_FEATURE_TAG); C(UCP_FEATURE_RMA); C(UCP_FEATURE_WAKEUP); C(UCP_FEATURE_STREAM); C(UCP_FEATURE_AM);
     C(UCP_WORKER_PARAM_FIELD_THREAD_MODE); C(UCP_WORKER_PARAM_FIELD_EVENTS); C(UCP_WORKER_PARAM_FIELD_NAME);

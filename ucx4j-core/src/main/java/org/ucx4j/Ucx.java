@@ -415,6 +415,26 @@ public final class Ucx implements AutoCloseable {
         return engine.maxAmHeader - org.ucx4j.internal.engine.AmWire.PREFIX;
     }
 
+    /**
+     * {@return the memory types this instance's UCX can send from and receive into} Host memory always; GPU memory
+     * ({@link MemoryType#CUDA}, {@link MemoryType#ROCM}...) where UCX was built with that support and found a
+     * device. A native segment over such memory ({@code cudaMalloc}'s pointer, say, through
+     * {@link MemorySegment#reinterpret(long)}) may then be passed to the tag, stream, active-message send and RMA
+     * calls, and UCX moves it with the device's transports (CUDA IPC, copies through the device); the memory
+     * ucx4j allocates for received active messages, frames and objects is host memory. With host memory alone
+     * every call tells UCX so and saves it a lookup; a device pointer passed there would be read as host memory.
+     */
+    public java.util.Set<MemoryType> memoryTypes() {
+        java.util.EnumSet<MemoryType> types = java.util.EnumSet.noneOf(MemoryType.class);
+        for (MemoryType t : MemoryType.values()) {
+            if ((engine.memoryTypes & (1L << t.ucsValue())) != 0) {
+                types.add(t);
+            }
+        }
+        types.add(MemoryType.HOST);
+        return java.util.Collections.unmodifiableSet(types);
+    }
+
     // ---------------------------------------------------------------- worker addresses (raw endpoints)
 
     /** {@return this worker's UCX address, for peers that connect with {@link #connect(WorkerAddress)}} */

@@ -357,6 +357,24 @@ class ConfigAndInfoTest {
         }
     }
 
+    /**
+     * The memory types UCX reports for the context: host memory always, a GPU's exactly where UCX opened that GPU's
+     * transports (on a host-only machine: host alone, and every operation then names its buffers host memory).
+     */
+    @Test
+    void memoryTypesAreHostAndTheGpusWhoseTransportsUcxOpened() {
+        try (Ucx ucx = Ucx.open()) {
+            java.util.Set<MemoryType> types = ucx.memoryTypes();
+            assertTrue(types.contains(MemoryType.HOST), types.toString());
+            List<String> transports = ucx.transports();
+            assertEquals(transports.stream().anyMatch(t -> t.startsWith("cuda")), types.contains(MemoryType.CUDA),
+                    types + " against " + transports);
+            assertEquals(transports.stream().anyMatch(t -> t.startsWith("rocm")), types.contains(MemoryType.ROCM),
+                    types + " against " + transports);
+            assertThrows(UnsupportedOperationException.class, () -> types.add(MemoryType.CUDA));
+        }
+    }
+
     /** The context's resources and an endpoint's lanes, as {@code transport/device}; lanes are among the resources. */
     @Test
     void transportsNameTheOpenedResourcesAndEachEndpointsLanes() throws Exception {

@@ -61,6 +61,14 @@ public final class Engine {
     final Executor executor;
     private final Arena arena = Arena.ofShared();
     private final long context;
+    /**
+     * The memory types UCX can move here (a bit per {@code ucs_memory_type_t}), and whether that is host memory
+     * alone. Only then does every operation name its buffer host memory, which spares UCX a memory-type lookup per
+     * call; where UCX also handles GPU memory (built with CUDA or ROCm, and a device present) UCX finds out for each
+     * buffer itself, so a device pointer is never copied as if it were host memory.
+     */
+    public final long memoryTypes;
+    final boolean hostOnly;
     final long worker;
     /**
      * The largest active-message header UCX takes on this worker (its smallest transport's limit: a few KiB with
@@ -183,12 +191,14 @@ public final class Engine {
             throw e;
         }
         this.context = ctx;
+        this.memoryTypes = Ucp.contextMemoryTypes(ctx);
+        this.hostOnly = (memoryTypes & ~(1L << UCS_MEMORY_TYPE_HOST)) == 0;
         this.worker = wrk;
         int registered = -1;
         try {
             this.shmCheck = new SharedMemoryCheck(this, ctx, arena);
             this.amReceiver = new AmReceiver(this, cfg);
-            this.registrations = new Registrations(ctx);
+            this.registrations = new Registrations(ctx, hostOnly);
             this.requests = new Requests(this, scratch, lenOut);
             this.inCall = new InCall(this, arena);
             pollfd.set(JAVA_INT, 0, efd);
@@ -1836,7 +1846,7 @@ public final class Engine {
     /** Owner thread: fills the shared request parameters for the next nbx call (host memory). */
     void setParam(int attrMask, long cb, long userData, int flags) {
         MemorySegment p = reqParam;
-        p.set(JAVA_INT, RP_OP_ATTR_MASK, attrMask);
+        p.set(JAVA_INT, RP_OP_ATTR_MASK, hostOnly ? attrMask : attrMask & ~UCP_OP_ATTR_FIELD_MEMORY_TYPE);
         p.set(JAVA_INT, RP_FLAGS, flags);
         p.set(JAVA_LONG, RP_CB, cb);
         p.set(JAVA_LONG, RP_USER_DATA, userData);

@@ -28,8 +28,12 @@ final class Registrations {
     /** The arenas of segments over UCX-allocated memory, by memh: closed before the memory is freed. */
     private final Map<Long, Arena> allocated = new HashMap<>();
 
-    Registrations(long context) {
+    /** Whether the context moves host memory only: then a registration may name its memory host memory. */
+    private final boolean hostOnly;
+
+    Registrations(long context, boolean hostOnly) {
         this.context = context;
+        this.hostOnly = hostOnly;
     }
 
     /** Registers {@code length} bytes at {@code address} for local and remote read/write; returns the memh. */
@@ -44,8 +48,11 @@ final class Registrations {
     /** {@code ucp_mem_map} of host memory for local and remote read/write, with {@code flags}. */
     private long ucpMemMap(Arena a, long address, long length, int flags) {
         MemorySegment p = a.allocate(UCP_MEM_MAP_PARAMS);
+        // memory UCX allocates is host memory; an application's segment may be a GPU's where UCX handles those
+        boolean host = hostOnly || (flags & UCP_MEM_MAP_ALLOCATE) != 0;
         p.set(JAVA_LONG, MMP_FIELD_MASK, UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
-                | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE);
+                | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT
+                | (host ? UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE : 0));
         p.set(JAVA_LONG, MMP_ADDRESS, address);
         p.set(JAVA_LONG, MMP_LENGTH, length);
         p.set(JAVA_INT, MMP_FLAGS, flags);

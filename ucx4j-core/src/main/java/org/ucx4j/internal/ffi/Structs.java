@@ -101,6 +101,16 @@ public final class Structs {
                     .withName("client_address"),
             JAVA_LONG.withName("client_id")).withName("ucp_conn_request_attr_t");
 
+    /** {@code ucp_context_attr_t} up to {@code name} (1.20 appends {@code device_counter_size}). */
+    public static final StructLayout UCP_CONTEXT_ATTR = structLayout(
+            JAVA_LONG.withName("field_mask"),
+            JAVA_LONG.withName("request_size"),
+            JAVA_INT.withName("thread_mode"),
+            paddingLayout(4),
+            JAVA_LONG.withName("memory_types"),
+            MemoryLayout.sequenceLayout(32, java.lang.foreign.ValueLayout.JAVA_BYTE).withName("name"))
+            .withName("ucp_context_attr_t");
+
     public static final StructLayout UCP_REQUEST_PARAM = structLayout(
             JAVA_INT.withName("op_attr_mask"),
             JAVA_INT.withName("flags"),
@@ -188,6 +198,9 @@ public final class Structs {
     public static final long LA_SOCKADDR = off(UCP_LISTENER_ATTR, "sockaddr");
     public static final long CRA_FIELD_MASK = off(UCP_CONN_REQUEST_ATTR, "field_mask");
     public static final long CRA_CLIENT_ADDRESS = off(UCP_CONN_REQUEST_ATTR, "client_address");
+    public static final long CA_FIELD_MASK = off(UCP_CONTEXT_ATTR, "field_mask");
+    public static final long CA_MEMORY_TYPES = off(UCP_CONTEXT_ATTR, "memory_types");
+    public static final long UCP_ATTR_FIELD_MEMORY_TYPES = 1L << 2;
     public static final long WA_FIELD_MASK = off(UCP_WORKER_ATTR, "field_mask");
     public static final long WA_MAX_AM_HEADER = off(UCP_WORKER_ATTR, "max_am_header");
     public static final long UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER = 1L << 3;
@@ -319,6 +332,7 @@ public final class Structs {
                 "conn_request", "name");
         put(m, UCP_WORKER_ATTR, "field_mask", "thread_mode", "address_flags", "address", "address_length",
                 "max_am_header");
+        put(m, UCP_CONTEXT_ATTR, "field_mask", "request_size", "thread_mode", "memory_types", "name");
         put(m, UCP_ERR_HANDLER, "cb", "arg");
         put(m, UCS_SOCK_ADDR, "addr", "addrlen");
         put(m, UCP_LISTENER_PARAMS, "field_mask", "sockaddr", "accept_handler", "conn_handler");
@@ -349,6 +363,7 @@ public final class Structs {
         m.put("UCP_PARAM_FIELD_FEATURES", UCP_PARAM_FIELD_FEATURES);
         m.put("UCP_PARAM_FIELD_NAME", UCP_PARAM_FIELD_NAME);
         m.put("UCP_PARAM_FIELD_MT_WORKERS_SHARED", UCP_PARAM_FIELD_MT_WORKERS_SHARED);
+        m.put("UCP_ATTR_FIELD_MEMORY_TYPES", UCP_ATTR_FIELD_MEMORY_TYPES);
         m.put("UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER", UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
         m.put("UCP_WORKER_ATTR_FIELD_ADDRESS", UCP_WORKER_ATTR_FIELD_ADDRESS);
         m.put("UCP_FEATURE_TAG", UCP_FEATURE_TAG);

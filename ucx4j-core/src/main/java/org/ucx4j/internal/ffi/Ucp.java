@@ -96,6 +96,7 @@ public final class Ucp {
         static final MethodHandle WORKER_ARM = ucp("ucp_worker_arm", I_L);
         static final MethodHandle WORKER_SIGNAL = ucp("ucp_worker_signal", I_L, CRITICAL);
         static final MethodHandle WORKER_QUERY = ucp("ucp_worker_query", I_LL);
+        static final MethodHandle CONTEXT_QUERY = ucp("ucp_context_query", I_LL);
         static final MethodHandle WORKER_RELEASE_ADDRESS = ucp("ucp_worker_release_address", V_LL);
         static final MethodHandle EP_CREATE = ucp("ucp_ep_create", I_LLL);
         static final MethodHandle EP_CLOSE_NBX = ucp("ucp_ep_close_nbx", L_LL);
@@ -304,6 +305,21 @@ public final class Ucp {
      * The largest active-message header this worker's transports take ({@code ucp_worker_query},
      * {@code max_am_header}: the smallest over every transport the worker opened).
      */
+    /**
+     * The memory types the context can move ({@code ucp_context_query}: a bit per {@code ucs_memory_type_t}), or
+     * just host memory's bit where the query fails.
+     */
+    public static long contextMemoryTypes(long context) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment attr = a.allocate(Math.max(Structs.UCP_CONTEXT_ATTR.byteSize(), 256), 16); // 1.20 grew it
+            attr.set(JAVA_LONG, Structs.CA_FIELD_MASK, Structs.UCP_ATTR_FIELD_MEMORY_TYPES);
+            int st = status((int) Holder.CONTEXT_QUERY.invokeExact(context, attr.address()));
+            return st == Status.OK ? attr.get(JAVA_LONG, Structs.CA_MEMORY_TYPES) : 1L << Structs.UCS_MEMORY_TYPE_HOST;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
     public static long workerMaxAmHeader(long worker) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment attr = a.allocate(Structs.UCP_WORKER_ATTR);
