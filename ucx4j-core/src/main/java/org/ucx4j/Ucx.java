@@ -64,7 +64,8 @@ public final class Ucx implements AutoCloseable {
                 hostAllocator(options), options.maxFrames(), options.maxMessageBytes(), options.pullBudget(),
                 options.peerErrorHandling(), (int) options.livenessTimeout().toSeconds(),
                 // checked messages rebind payloads to arenas of their own, which UCX's buffers must not outlive
-                options.ucxBuffers() && !options.checkedMessages(), options.rma(), options.maxHandshakes()));
+                options.ucxBuffers() && !options.checkedMessages(), options.rma(), options.maxHandshakes(),
+                options.hostMemoryOnly()));
     }
 
     /**

@@ -34,6 +34,7 @@ public final class UcxOptions implements Cloneable {
     private boolean ucxBuffers = true;
     private boolean peerErrorHandling = true;
     private boolean rma = true;
+    private boolean hostMemoryOnly;
     private int maxHandshakes = 64;
 
     private UcxOptions() {}
@@ -385,6 +386,28 @@ public final class UcxOptions implements Cloneable {
     /** {@return whether remote memory access is enabled} See {@link #withRma}. */
     public boolean rma() {
         return rma;
+    }
+
+    /**
+     * Promises that every buffer given to this instance is host memory (default off). Where UCX moves host memory
+     * alone (a build without CUDA or ROCm, or no device found: {@link Ucx#memoryTypes()}) every call names its
+     * buffers host memory anyway. Where UCX also moves GPU memory, UCX otherwise finds each buffer's memory type
+     * per call, which a host-only program on a GPU machine can spare it: measured on an H100 host with UCX 1.20.1,
+     * 8-byte active messages took 0.71 against 0.54 us one way, and their rate fell to a quarter, when UCX looked.
+     * With this on, a GPU pointer passed to a call is read as host memory, which crashes the process.
+     *
+     * @param on whether every buffer is host memory
+     * @return a copy with this setting
+     */
+    public UcxOptions withHostMemoryOnly(boolean on) {
+        UcxOptions o = copy();
+        o.hostMemoryOnly = on;
+        return o;
+    }
+
+    /** {@return whether every buffer is promised to be host memory} See {@link #withHostMemoryOnly}. */
+    public boolean hostMemoryOnly() {
+        return hostMemoryOnly;
     }
 
     /**

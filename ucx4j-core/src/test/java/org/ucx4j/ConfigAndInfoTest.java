@@ -373,6 +373,11 @@ class ConfigAndInfoTest {
                     types + " against " + transports);
             assertThrows(UnsupportedOperationException.class, () -> types.add(MemoryType.CUDA));
         }
+        // the host-memory promise spares UCX its lookups; it does not change what UCX reports it can move
+        try (Ucx promised = Ucx.open(UcxOptions.defaults().withHostMemoryOnly(true))) {
+            assertTrue(promised.options().hostMemoryOnly());
+            assertTrue(promised.memoryTypes().contains(MemoryType.HOST));
+        }
     }
 
     /** The context's resources and an endpoint's lanes, as {@code transport/device}; lanes are among the resources. */

@@ -81,7 +81,8 @@ final class SendRecvBench implements Callable<Integer> {
 
     private UcxOptions options() {
         UcxOptions o = UcxOptions.defaults().withProgressMode(progressMode())
-                .withPeerErrorHandling(SweepBench.peerErrors(errorHandling));
+                .withPeerErrorHandling(SweepBench.peerErrors(errorHandling))
+                .withHostMemoryOnly(true); // host buffers, as ucx_perftest is told (-m host)
         String tls = tls(transport);
         return tls == null ? o : o.with("TLS", tls);
     }

@@ -141,7 +141,8 @@ final class SweepBench implements Callable<Integer> {
             }
             String[] p = line.split(" ");
             UcxOptions client = UcxOptions.defaults().withProgressMode(SendRecvBench.progressMode(progress))
-                    .withPeerErrorHandling(peerErrors).withName("sweep-client");
+                    .withPeerErrorHandling(peerErrors).withName("sweep-client")
+                    .withHostMemoryOnly(true); // host buffers, as ucx_perftest is told (-m host)
             try (Ucx ucx = Ucx.open(tls == null ? client : client.with("TLS", tls));
                     Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p[1]), Duration.ofSeconds(30));
                     SocketChannel nio = NioRuns.connect(Integer.parseInt(p[2]))) {
@@ -623,7 +624,8 @@ final class SweepBench implements Callable<Integer> {
             Children.exitWithParent(parentPid);
             ProgressMode mode = SendRecvBench.progressMode(progress);
             UcxOptions o = UcxOptions.defaults().withProgressMode(mode)
-                    .withPeerErrorHandling(peerErrors(errorHandling)).withName("sweep-server");
+                    .withPeerErrorHandling(peerErrors(errorHandling)).withName("sweep-server")
+                    .withHostMemoryOnly(true);
             String tls = SendRecvBench.tls(transport);
             if (tls != null) {
                 o = o.with("TLS", tls);

@@ -53,7 +53,7 @@ public final class Engine {
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
             int maxFrames, long maxMessageBytes, long pullBudget, boolean peerErrorHandling,
-            int livenessSeconds, boolean ucxBuffers, boolean rma, int maxHandshakes) {}
+            int livenessSeconds, boolean ucxBuffers, boolean rma, int maxHandshakes, boolean hostMemoryOnly) {}
 
     final int id;
     final String name;
@@ -62,10 +62,11 @@ public final class Engine {
     private final Arena arena = Arena.ofShared();
     private final long context;
     /**
-     * The memory types UCX can move here (a bit per {@code ucs_memory_type_t}), and whether that is host memory
-     * alone. Only then does every operation name its buffer host memory, which spares UCX a memory-type lookup per
-     * call; where UCX also handles GPU memory (built with CUDA or ROCm, and a device present) UCX finds out for each
-     * buffer itself, so a device pointer is never copied as if it were host memory.
+     * The memory types UCX can move here (a bit per {@code ucs_memory_type_t}), and whether every buffer is host
+     * memory: UCX moves nothing else, or the application promised it ({@code UcxOptions.withHostMemoryOnly}). Only
+     * then does every operation name its buffer host memory, which spares UCX a memory-type lookup per call; where
+     * UCX also handles GPU memory (built with CUDA or ROCm, and a device present) UCX finds out for each buffer
+     * itself, so a device pointer is never copied as if it were host memory.
      */
     public final long memoryTypes;
     final boolean hostOnly;
@@ -192,7 +193,7 @@ public final class Engine {
         }
         this.context = ctx;
         this.memoryTypes = Ucp.contextMemoryTypes(ctx);
-        this.hostOnly = (memoryTypes & ~(1L << UCS_MEMORY_TYPE_HOST)) == 0;
+        this.hostOnly = cfg.hostMemoryOnly() || (memoryTypes & ~(1L << UCS_MEMORY_TYPE_HOST)) == 0;
         this.worker = wrk;
         int registered = -1;
         try {

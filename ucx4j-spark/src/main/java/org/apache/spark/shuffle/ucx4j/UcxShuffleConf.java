@@ -232,7 +232,9 @@ final class UcxShuffleConf {
                 .withProgressMode(progressMode())
                 .withConnectTimeout(connectTimeout())
                 .withLivenessTimeout(livenessTimeout())
-                .withPullBudget(pullBudget());
+                .withPullBudget(pullBudget())
+                // blocks are host memory (file mappings, the receive pool): on GPU nodes UCX need not look each up
+                .withHostMemoryOnly(true);
         for (Map.Entry<String, String> d : UCX_DEFAULTS.entrySet()) {
             if (!conf.contains(UCX_PREFIX + d.getKey()) && System.getenv("UCX_" + d.getKey()) == null) {
                 o = o.with(d.getKey(), d.getValue());

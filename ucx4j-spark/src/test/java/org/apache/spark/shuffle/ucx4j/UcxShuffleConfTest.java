@@ -17,6 +17,14 @@ class UcxShuffleConfTest {
         assertEquals(100L << 20, new UcxShuffleConf(conf).ucxOptions().pullBudget());
     }
 
+    /** Shuffle blocks are host memory, so ucx4j promises UCX as much (no per-call memory-type lookup on GPU nodes). */
+    @Test
+    void shuffleBuffersArePromisedToBeHostMemory() {
+        org.junit.jupiter.api.Assertions.assertTrue(new UcxShuffleConf(new SparkConf(false)).ucxOptions().hostMemoryOnly());
+        org.junit.jupiter.api.Assertions.assertFalse(org.ucx4j.UcxOptions.defaults().hostMemoryOnly(),
+                "applications' buffers may be a GPU's: UCX looks them up unless promised otherwise");
+    }
+
     /** A request's idle timeout is Spark's for shuffle connections, as Netty's client takes it. */
     @Test
     void theIdleTimeoutIsTheShuffleConnectionTimeoutThenTheNetworkTimeout() {
