@@ -985,13 +985,23 @@ class ActiveMessageTest {
     static final class PullWatchingAllocator extends CountingAllocator {
         final java.util.concurrent.atomic.AtomicReference<Endpoint> ep = new java.util.concurrent.atomic.AtomicReference<>();
         final AtomicLong mostAhead = new AtomicLong();
+        /** Allocations and the endpoint's received messages when it was set: what came before does not count. */
+        private volatile long allocated0, received0;
+
+        /** Watches {@code e}'s pulls from now on. */
+        void watch(Endpoint e) {
+            allocated0 = allocations.get();
+            received0 = e.stats().messagesReceived();
+            ep.set(e);
+        }
 
         @Override
         public MemorySegment allocate(long bytes) {
             MemorySegment s = super.allocate(bytes);
             Endpoint e = ep.get();
             if (e != null) { // allocation starts a pull; stats count the messages whose pull finished
-                mostAhead.accumulateAndGet(allocations.get() - e.stats().messagesReceived(), Math::max);
+                mostAhead.accumulateAndGet((allocations.get() - allocated0) - (e.stats().messagesReceived() - received0),
+                        Math::max);
             }
             return s;
         }
@@ -1125,46 +1135,47 @@ class ActiveMessageTest {
         for (long budget : new long[] {0, 256 << 10, 1 << 20}) {
             PullWatchingAllocator alloc = new PullWatchingAllocator();
             // the sender's rendezvous threshold set low: where UCX switches to rendezvous differs by version and
-            // transport (UCX 1.20 sends 256 KiB eagerly over shared memory), and this test is about pulls
-            try (Ucx a = Ucx.open(UcxOptions.defaults().with("RNDV_THRESH", "64k"));
-                    Ucx b = Ucx.open(UcxOptions.defaults().withPullBudget(budget).withAllocator(MemoryType.HOST, alloc));
-                    Arena arena = Arena.ofShared()) {
-                CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
-                try (Listener l = b.listen(0, accepted::complete)) {
-                    Endpoint client = a.connect("127.0.0.1", l.port());
-                    Endpoint server = accepted.get(10, TimeUnit.SECONDS);
-                    alloc.ep.set(server);
+            // transport (UCX 1.20 sends 256 KiB eagerly over shared memory), and this test is about pulls. The
+            // receiver is in caller mode, so every announcement has arrived before it first looks (on a fast
+            // machine a progress thread took each one, and pulled it, before the next came: never two at once)
+            UcxOptions options = UcxOptions.defaults().with("RNDV_THRESH", "64k").withPullBudget(budget)
+                    .withAllocator(MemoryType.HOST, alloc);
+            CallerModeTest.withCallerClient(options, (receiver, receiving, sending) -> {
+                try (Arena arena = Arena.ofShared()) {
+                    alloc.watch(receiving); // the warm-up's tag messages came before
+                    long before = alloc.allocations.get();
                     long size = 256 << 10; // rendezvous by the sender's threshold
                     int n = 24;
                     List<CompletableFuture<AmMessage>> early = new ArrayList<>();
                     for (int i = 0; i < 4; i++) {
-                        early.add(server.amRecvAsync()); // some receives wait before anything arrives
+                        early.add(receiving.amRecvAsync()); // some receives wait before anything arrives
                     }
                     List<CompletableFuture<Long>> sends = new ArrayList<>();
                     for (int i = 0; i < n; i++) { // all announced at once: most must wait for a pull slot
-                        sends.add(client.amSendAsync(MemorySegment.ofArray(header(i)), Data.pattern(arena, size, i)));
+                        sends.add(sending.amSendAsync(MemorySegment.ofArray(header(i)), Data.pattern(arena, size, i)));
                     }
-                    for (int i = 0; i < n; i++) {
-                        try (AmMessage m = i < early.size() ? early.get(i).get(20, TimeUnit.SECONDS) : server.amRecv(T)) {
+                    for (int i = 0; i < n; i++) { // the owner thread drives the receiver's worker as it waits
+                        try (AmMessage m = i < early.size() ? CallerModeTest.drive(receiver, early.get(i))
+                                : receiving.amRecv(T)) {
                             assertArrayEquals(header(i), m.headerBytes(), "message " + i + " in arrival order");
                             Data.verify(m.payload(), size, i);
                         }
                     }
                     for (CompletableFuture<Long> f : sends) {
-                        f.get(20, TimeUnit.SECONDS);
+                        CallerModeTest.drive(receiver, f);
                     }
-                    assertEquals(n, alloc.allocations.get());
+                    assertEquals(n, alloc.allocations.get() - before);
                     assertEquals(0, alloc.outstanding.get());
                     long most = alloc.mostAhead.get();
                     // two pulls always (double-buffered), whatever the budget; more only within it
                     long allowed = Math.max(2, budget / size);
                     assertTrue(most >= 1 && most <= allowed,
                             "budget " + budget + ": " + most + " payloads of " + size + " B pulled at once");
-                    if (budget <= size) { // 24 announced at once: the second pull starts while the first runs
+                    if (budget <= size) { // 24 announced at once: the second pull starts with the first
                         assertEquals(2, most, "budget " + budget + ": every payload is double-buffered");
                     }
                 }
-            }
+            });
         }
     }
 
