@@ -417,13 +417,17 @@ public final class Ucx implements AutoCloseable {
     }
 
     /**
-     * {@return the memory types this instance's UCX can send from and receive into} Host memory always; GPU memory
-     * ({@link MemoryType#CUDA}, {@link MemoryType#ROCM}...) where UCX was built with that support and found a
-     * device. A native segment over such memory ({@code cudaMalloc}'s pointer, say, through
-     * {@link MemorySegment#reinterpret(long)}) may then be passed to the tag, stream, active-message send and RMA
-     * calls, and UCX moves it with the device's transports (CUDA IPC, copies through the device); the memory
-     * ucx4j allocates for received active messages, frames and objects is host memory. With host memory alone
-     * every call tells UCX so and saves it a lookup; a device pointer passed there would be read as host memory.
+     * {@return the memory types this instance's UCX can send from and receive into, as far as {@link MemoryType}
+     * names them} Host memory always; GPU memory ({@link MemoryType#CUDA}, {@link MemoryType#ROCM}) where UCX was
+     * built with that support and found a device (UCX 1.20's Level Zero types are not listed, but count the same
+     * way). A native segment over such memory ({@code cudaMalloc}'s pointer, say, through
+     * {@link MemorySegment#reinterpret(long)}) may then be sent and received with tags and streams and sent as an
+     * active message's payload; UCX moves it with the device's transports. Host memory only, here as everywhere:
+     * frames (UCX gathers them with a host copy), active-message headers, receive buffers of stream bytes a peer
+     * sent before its graceful close (ucx4j copies those itself), and put/get on UCX before 1.16 (UCX names their
+     * buffers host memory itself); the memory ucx4j allocates for received active messages, frames and objects is
+     * host memory. Where UCX moves host memory alone, every call tells UCX so and saves it a lookup; so does
+     * {@link UcxOptions#withHostMemoryOnly}.
      */
     public java.util.Set<MemoryType> memoryTypes() {
         java.util.EnumSet<MemoryType> types = java.util.EnumSet.noneOf(MemoryType.class);

@@ -152,7 +152,7 @@ public final class Engine {
         this.connections = new Connections(this, arena);
         int[] version = Ucp.version();
         this.recvInfoAtOnce = version[0] > 1 || version[1] >= 16;
-        long ctx = 0, wrk = 0;
+        long ctx = 0, wrk = 0, types;
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
             long config = UcxConfig.read(cfg.ucxOptions(), cfg.environmentWins());
@@ -170,6 +170,7 @@ public final class Engine {
                             + "and UcxOptions.with)", st);
                 }
                 ctx = out.get(JAVA_LONG, 0);
+                types = Ucp.contextMemoryTypes(ctx);
                 Ucp.createMemtypeCache(); // stream sends' short protocol (see there)
             } finally {
                 Ucp.configRelease(config);
@@ -192,7 +193,7 @@ public final class Engine {
             throw e;
         }
         this.context = ctx;
-        this.memoryTypes = Ucp.contextMemoryTypes(ctx);
+        this.memoryTypes = types;
         this.hostOnly = cfg.hostMemoryOnly() || (memoryTypes & ~(1L << UCS_MEMORY_TYPE_HOST)) == 0;
         this.worker = wrk;
         int registered = -1;

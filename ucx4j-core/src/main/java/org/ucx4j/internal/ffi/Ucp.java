@@ -302,10 +302,6 @@ public final class Ucp {
     }
 
     /**
-     * The largest active-message header this worker's transports take ({@code ucp_worker_query},
-     * {@code max_am_header}: the smallest over every transport the worker opened).
-     */
-    /**
      * The memory types the context can move ({@code ucp_context_query}: a bit per {@code ucs_memory_type_t}), or
      * just host memory's bit where the query fails.
      */
@@ -320,6 +316,10 @@ public final class Ucp {
         }
     }
 
+    /**
+     * The largest active-message header this worker's transports take ({@code ucp_worker_query},
+     * {@code max_am_header}: the smallest over every transport the worker opened).
+     */
     public static long workerMaxAmHeader(long worker) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment attr = a.allocate(Structs.UCP_WORKER_ATTR);
