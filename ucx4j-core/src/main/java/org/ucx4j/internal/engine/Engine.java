@@ -1845,7 +1845,10 @@ public final class Engine {
         }
     }
 
-    /** Owner thread: fills the shared request parameters for the next nbx call (host memory). */
+    /**
+     * Owner thread: fills the shared request parameters for the next nbx call; their buffer is named host memory
+     * where every buffer is ({@link #hostOnly}), and left to UCX's lookup elsewhere.
+     */
     void setParam(int attrMask, long cb, long userData, int flags) {
         MemorySegment p = reqParam;
         p.set(JAVA_INT, RP_OP_ATTR_MASK, hostOnly ? attrMask : attrMask & ~UCP_OP_ATTR_FIELD_MEMORY_TYPE);

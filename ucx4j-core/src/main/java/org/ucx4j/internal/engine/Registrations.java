@@ -28,7 +28,7 @@ final class Registrations {
     /** The arenas of segments over UCX-allocated memory, by memh: closed before the memory is freed. */
     private final Map<Long, Arena> allocated = new HashMap<>();
 
-    /** Whether the context moves host memory only: then a registration may name its memory host memory. */
+    /** Whether every buffer is host memory ({@code Engine.hostOnly}): then a registration names its memory so. */
     private final boolean hostOnly;
 
     Registrations(long context, boolean hostOnly) {
@@ -45,7 +45,7 @@ final class Registrations {
         }
     }
 
-    /** {@code ucp_mem_map} of host memory for local and remote read/write, with {@code flags}. */
+    /** {@code ucp_mem_map} for local and remote read/write, with {@code flags}. */
     private long ucpMemMap(Arena a, long address, long length, int flags) {
         MemorySegment p = a.allocate(UCP_MEM_MAP_PARAMS);
         // memory UCX allocates is host memory; an application's segment may be a GPU's where UCX handles those
