@@ -224,8 +224,11 @@ final class Connections {
                 throw UcxException.of(st, "create endpoint to " + c.peer);
             }
             c.handle = created.get(JAVA_LONG, 0);
-            c.socketLane = TransportInfo.lanes(Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))).stream()
-                    .anyMatch(t -> t.startsWith("tcp/"));
+            String info = Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f));
+            List<String> lanes = TransportInfo.lanes(info);
+            c.socketLane = lanes.stream().anyMatch(t -> t.startsWith("tcp/"));
+            c.eagerSends = engine.rendezvousLeftToUcx && !c.raw && !lanes.isEmpty()
+                    && lanes.stream().allMatch(TransportInfo::isFifo) && TransportInfo.firstProtocols(info);
             c.state = EndpointCore.OPEN;
         } finally {
             Ucp.free(addr);

@@ -80,6 +80,40 @@ public final class EndpointCore {
      * that may send on it are never critical downcalls ({@link InCall#critical}).
      */
     boolean socketLane;
+    /**
+     * Larger sends go eagerly (owner thread, set at creation; see {@link #tagSendAttrs}): the endpoint is a ucx4j
+     * peer's, every lane a shared-memory FIFO ({@code posix}, {@code sysv}), UCX runs its first protocols (before
+     * 1.16), and the rendezvous threshold is UCX's own. There UCX's rendezvous copies the data through the same FIFO as
+     * an eager send, after a round trip to announce it and, for an active message, into a block the receiver then
+     * takes, where an eager message is copied once, straight into the posted receive or the buffer UCX assembles and
+     * ucx4j keeps (UCX 1.20 sends such messages eagerly by itself). The cost: a message that arrives before its
+     * receive is posted waits whole in UCX's memory, as UCX's own eager messages do.
+     */
+    boolean eagerSends;
+    /** Active messages up to this payload go eagerly where {@link #eagerSends} (UCX 1.20's own limit is ~540 KiB). */
+    static final long EAGER_AM_MAX = 512 * 1024;
+    /** ... and with a wire header up to this: UCX packs the header into the first fragment. */
+    static final long EAGER_AM_HEADER_MAX = 1024;
+
+    /**
+     * The request attributes of a tag send larger than UCX's short protocol: {@code UCP_OP_ATTR_FLAG_FAST_CMPL} where
+     * {@link #eagerSends} (UCX's first protocols then send eagerly below their "local" rendezvous threshold, 256 KiB
+     * over shared memory: the {@code tag_send_nbr} row of {@code ucp_ep_print_info}), else none.
+     */
+    int tagSendAttrs() {
+        return eagerSends ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FAST_CMPL : 0;
+    }
+
+    /**
+     * The {@code ucp_am_send_nbx} flags of a contiguous active message: {@code UCP_AM_SEND_FLAG_EAGER} where
+     * {@link #eagerSends} and the message is within {@link #EAGER_AM_MAX} and {@link #EAGER_AM_HEADER_MAX}, else 0
+     * (UCX chooses).
+     */
+    int amSendFlags(long headerLength, long length) {
+        return eagerSends && length <= EAGER_AM_MAX && headerLength <= EAGER_AM_HEADER_MAX
+                ? org.ucx4j.internal.ffi.Structs.UCP_AM_SEND_FLAG_EAGER : 0;
+    }
+
     /** The other end of a loopback connection, once both are open (owner thread). */
     EndpointCore twin;
     /** Stream receives of a loopback end that wait for the other end to open (owner thread; created on need). */

@@ -70,6 +70,8 @@ public final class Engine {
      */
     public final long memoryTypes;
     final boolean hostOnly;
+    /** The rendezvous threshold is UCX's own: endpoints may send eagerly ({@link EndpointCore#eagerSends}). */
+    final boolean rendezvousLeftToUcx;
     final long worker;
     /**
      * The largest active-message header UCX takes on this worker (its smallest transport's limit: a few KiB with
@@ -153,6 +155,7 @@ public final class Engine {
         int[] version = Ucp.version();
         this.recvInfoAtOnce = version[0] > 1 || version[1] >= 16;
         long ctx = 0, wrk = 0, types;
+        boolean leftToUcx;
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
             long config = UcxConfig.read(cfg.ucxOptions(), cfg.environmentWins());
@@ -171,6 +174,7 @@ public final class Engine {
                 }
                 ctx = out.get(JAVA_LONG, 0);
                 types = Ucp.contextMemoryTypes(ctx);
+                leftToUcx = UcxConfig.rendezvousLeftToUcx(config);
                 Ucp.createMemtypeCache(); // stream sends' short protocol (see there)
             } finally {
                 Ucp.configRelease(config);
@@ -194,6 +198,7 @@ public final class Engine {
         }
         this.context = ctx;
         this.memoryTypes = types;
+        this.rendezvousLeftToUcx = leftToUcx;
         this.hostOnly = cfg.hostMemoryOnly() || (memoryTypes & ~(1L << UCS_MEMORY_TYPE_HOST)) == 0;
         this.worker = wrk;
         int registered = -1;

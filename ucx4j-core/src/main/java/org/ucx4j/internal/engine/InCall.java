@@ -89,7 +89,7 @@ public final class InCall {
         }
         int slot = slots.reserve();
         boolean small = length <= SHORT_SEND_MAX;
-        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (small ? sendNowFlag : 0), 0, 0, 0); // polled: no callback
+        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (small ? sendNowFlag : ep.tagSendAttrs()), 0, 0, 0); // polled
         long r = critical(ep, length) ? Ucp.tagSendCritical(ep.handle, address, length, tag, reqParam.address())
                 : Ucp.tagSendNbx(ep.handle, address, length, tag, reqParam.address());
         return Status.isRequest(r) ? polled(engine.tagSend(ep, address, length, tag, 0, blocking), slot, r)
@@ -143,7 +143,9 @@ public final class InCall {
         }
         int slot = slots.reserve();
         boolean small = headerLength + length <= SHORT_SEND_MAX;
-        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (small ? sendNowFlag : 0), 0, 0, 0); // polled: no callback
+        int flags = small ? 0 : ep.amSendFlags(headerLength, length);
+        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | (small ? sendNowFlag : 0) | (flags != 0 ? UCP_OP_ATTR_FIELD_FLAGS
+                : 0), 0, 0, flags); // polled: no callback
         int amId = ep.raw ? AmWire.ID_RAW : AmWire.ID_UCX4J;
         long r = critical(ep, headerLength + length) ? Ucp.amSendCritical(ep.handle, amId, sendScratch.address(),
                 headerLength, buffer, length, reqParam.address())

@@ -111,10 +111,10 @@ final class Requests {
      * completion is found by whoever drives the worker, oldest send first ({@link Engine#addRingPolled}), as for
      * sends made inside a call, where a callback would be an upcall per send that does not finish in the call.
      */
-    private int polledSend(Op op, int extraAttrs) {
+    private int polledSend(Op op, int extraAttrs, int flags) {
         int slot = slots.alloc(op);
         // the buffer is host memory: said, so that a UCX built with CUDA does not detect it per operation
-        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | extraAttrs, 0, 0, 0);
+        engine.setParam(UCP_OP_ATTR_FIELD_MEMORY_TYPE | extraAttrs, 0, 0, flags);
         return slot;
     }
 
@@ -155,7 +155,7 @@ final class Requests {
                 if (refused(op)) {
                     return;
                 }
-                int slot = polledSend(op, 0);
+                int slot = polledSend(op, op.ep.tagSendAttrs(), 0);
                 long r = Ucp.tagSendNbx(op.ep.handle, op.address, op.length, op.tag, reqParam.address());
                 postedPolled(op, slot, r);
             }
@@ -241,7 +241,7 @@ final class Requests {
                 if (refused(op)) {
                     return;
                 }
-                int slot = polledSend(op, 0);
+                int slot = polledSend(op, 0, 0);
                 long r = Ucp.streamSendNbx(op.ep.handle, op.address, op.length, reqParam.address());
                 postedPolled(op, slot, r);
             }
@@ -288,7 +288,9 @@ final class Requests {
                     return;
                 }
                 // contiguous bytes are UCX's default datatype; only a frame list needs the iov one
-                int slot = polledSend(op, op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0);
+                int flags = op.datatype == UCP_DATATYPE_IOV ? 0 : op.ep.amSendFlags(op.headerLength, op.length);
+                int slot = polledSend(op, (op.datatype == UCP_DATATYPE_IOV ? UCP_OP_ATTR_FIELD_DATATYPE : 0)
+                        | (flags != 0 ? UCP_OP_ATTR_FIELD_FLAGS : 0), flags);
                 reqParam.set(JAVA_LONG, RP_DATATYPE, op.datatype);
                 long r = Ucp.amSendNbx(op.ep.handle, op.amId, op.header, op.headerLength, op.address, op.length,
                         reqParam.address());

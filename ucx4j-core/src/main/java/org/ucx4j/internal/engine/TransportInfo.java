@@ -35,6 +35,25 @@ public final class TransportInfo {
         return transport.startsWith("posix/") || transport.startsWith("sysv/") || transport.startsWith("xpmem/");
     }
 
+    /**
+     * Whether {@code transport/device} is a shared-memory FIFO and nothing else: {@code posix}, {@code sysv} (whose
+     * rendezvous copies through the FIFO); {@code xpmem} also maps the peer's memory, for zero-copy rendezvous.
+     */
+    public static boolean isFifo(String transport) {
+        return transport.startsWith("posix/") || transport.startsWith("sysv/");
+    }
+
+    /**
+     * Whether an endpoint description is of UCX's first protocols, which print one row of thresholds per operation
+     * ({@code tag_send: 0..<egr/short>..93..<egr/bcopy>..32832..<rndv>..(inf)}); the protocols of UCX 1.16 and later
+     * print a table per operation instead.
+     */
+    public static boolean firstProtocols(String endpointInfo) {
+        return FIRST_PROTOCOLS.matcher(endpointInfo).find();
+    }
+
+    private static final Pattern FIRST_PROTOCOLS = Pattern.compile("(?m)^#\\s*tag_send:\\s");
+
     private static List<String> matches(Matcher m) {
         Set<String> found = new LinkedHashSet<>();
         while (m.find()) {

@@ -134,6 +134,20 @@ public final class UcxConfig {
         return v == null ? fallback : v;
     }
 
+    /**
+     * Whether the rendezvous threshold of {@code config} is UCX's own choice ({@code UCX_RNDV_THRESH=auto}, or
+     * {@code intra:auto,inter:auto} from UCX 1.16): not set by the application, its environment or a {@code ucx.conf}.
+     */
+    static boolean rendezvousLeftToUcx(long config) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment title = a.allocateFrom("");
+            String v = resolved(Ucp.capture(f -> Ucp.configPrint(config, f, title.address(), UCS_CONFIG_PRINT_CONFIG)))
+                    .get("UCX_RNDV_THRESH");
+            return v != null && java.util.Arrays.stream(v.split(","))
+                    .allMatch(part -> part.substring(part.indexOf(':') + 1).strip().equalsIgnoreCase("auto"));
+        }
+    }
+
     /** {@code UCX_KEY=value} lines (as {@link Ucp#printAllOptions()} gives them; null: none) as a map. */
     static Map<String, String> resolved(String lines) {
         Map<String, String> m = new java.util.HashMap<>();

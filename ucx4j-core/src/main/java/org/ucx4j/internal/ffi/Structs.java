@@ -276,6 +276,7 @@ public final class Structs {
     public static final int UCP_OP_ATTR_FIELD_MEMORY_TYPE = 1 << 6;
     public static final int UCP_OP_ATTR_FIELD_RECV_INFO = 1 << 7;
     public static final int UCP_OP_ATTR_FLAG_NO_IMM_CMPL = 1 << 16;
+    public static final int UCP_OP_ATTR_FLAG_FAST_CMPL = 1 << 17;
     public static final int UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL = 1 << 18;
     public static final int UCP_STREAM_RECV_FLAG_WAITALL = 1;
     public static final long UCP_AM_HANDLER_PARAM_FIELD_ID = 1L;
@@ -286,6 +287,7 @@ public final class Structs {
     public static final long UCP_AM_RECV_ATTR_FLAG_DATA = 1L << 16;
     public static final long UCP_AM_RECV_ATTR_FLAG_RNDV = 1L << 17;
     public static final int UCP_AM_SEND_FLAG_REPLY = 1;
+    public static final int UCP_AM_SEND_FLAG_EAGER = 1 << 1;
     public static final long UCP_DATATYPE_IOV = 2;
     public static final long UCP_MEM_MAP_PARAM_FIELD_ADDRESS = 1L;
     public static final long UCP_MEM_MAP_PARAM_FIELD_LENGTH = 1L << 1;
@@ -402,6 +404,7 @@ public final class Structs {
         m.put("UCP_OP_ATTR_FIELD_MEMORY_TYPE", (long) UCP_OP_ATTR_FIELD_MEMORY_TYPE);
         m.put("UCP_OP_ATTR_FIELD_RECV_INFO", (long) UCP_OP_ATTR_FIELD_RECV_INFO);
         m.put("UCP_OP_ATTR_FLAG_NO_IMM_CMPL", (long) UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
+        m.put("UCP_OP_ATTR_FLAG_FAST_CMPL", (long) UCP_OP_ATTR_FLAG_FAST_CMPL);
         m.put("UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL", (long) UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL);
         m.put("UCP_STREAM_RECV_FLAG_WAITALL", (long) UCP_STREAM_RECV_FLAG_WAITALL);
         m.put("UCP_AM_HANDLER_PARAM_FIELD_ID", (long) UCP_AM_HANDLER_PARAM_FIELD_ID);
@@ -412,6 +415,7 @@ public final class Structs {
         m.put("UCP_AM_RECV_ATTR_FLAG_DATA", (long) UCP_AM_RECV_ATTR_FLAG_DATA);
         m.put("UCP_AM_RECV_ATTR_FLAG_RNDV", (long) UCP_AM_RECV_ATTR_FLAG_RNDV);
         m.put("UCP_AM_SEND_FLAG_REPLY", (long) UCP_AM_SEND_FLAG_REPLY);
+        m.put("UCP_AM_SEND_FLAG_EAGER", (long) UCP_AM_SEND_FLAG_EAGER);
         m.put("UCP_DATATYPE_IOV", (long) UCP_DATATYPE_IOV);
         m.put("UCP_MEM_MAP_PARAM_FIELD_ADDRESS", (long) UCP_MEM_MAP_PARAM_FIELD_ADDRESS);
         m.put("UCP_MEM_MAP_PARAM_FIELD_LENGTH", (long) UCP_MEM_MAP_PARAM_FIELD_LENGTH);

@@ -1,6 +1,8 @@
 package org.ucx4j.internal.engine;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -20,5 +22,28 @@ class TransportInfoTest {
                 """;
         assertEquals(List.of("rc_mlx5/mlx5_0:1", "ud_verbs/mlx5_0:1", "posix/memory", "tcp/eth0"),
                 TransportInfo.resources(info));
+    }
+
+    @Test
+    void theFirstProtocolsAreToldFromTheirThresholdRowsAndFifosFromTransportsThatMapMemory() {
+        String first = """
+                #                 lane[0]:  4:posix/memory.0 md[3]          -> md[3]/posix/sysdev[255] am am_bw#0 keepalive
+                #
+                #                tag_send: 0..<egr/short>..93..<egr/bcopy>..32832..<rndv>..(inf)
+                #            tag_send_nbr: 0..<egr/short>..93..<egr/bcopy>..262144..<rndv>..(inf)
+                """;
+        String second = """
+                #                 lane[0]:  4:posix/memory.0 md[3]          -> md[3]/posix/sysdev[255] seg 32832 am keepalive
+                # | ucx4j-2 intra-node cfg#0 | tagged message by ucp_tag_send* from host memory          |
+                # |            32825..553108 | multi-frag eager copy-in copy-out          | posix/memory |
+                """;
+        assertTrue(TransportInfo.firstProtocols(first));
+        assertFalse(TransportInfo.firstProtocols(second));
+        assertEquals(List.of("posix/memory"), TransportInfo.lanes(first));
+        assertTrue(TransportInfo.isFifo("posix/memory"));
+        assertTrue(TransportInfo.isFifo("sysv/memory"));
+        assertFalse(TransportInfo.isFifo("xpmem/memory")); // maps the peer's memory: zero-copy rendezvous
+        assertFalse(TransportInfo.isFifo("cma/memory"));
+        assertFalse(TransportInfo.isFifo("tcp/lo"));
     }
 }

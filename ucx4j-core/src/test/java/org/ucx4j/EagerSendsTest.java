@@ -1,0 +1,89 @@
+package org.ucx4j;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Over shared memory UCX's first protocols (1.13 to 1.15) announce a tag message from 32 KiB on, and an active
+ * message too, and send its bytes once the receiver answers; ucx4j asks for eager sends up to 256 KiB (tag) and
+ * 512 KiB (active messages) there, as UCX 1.16 and later choose by themselves, unless the application set the
+ * rendezvous threshold. Seen from outside: such a send completes while the receiving worker makes no progress at
+ * all, and its bytes arrive intact when the receiver takes them; with a threshold set it waits for the receiver.
+ * The receiver here is in caller mode and does nothing until it receives; the sender has a progress thread.
+ */
+@org.junit.jupiter.api.Timeout(120)
+class EagerSendsTest {
+    static final long TAG_SIZE = 128 << 10, AM_SIZE = 512 << 10;
+    static final int TAG = 5;
+
+    @Test
+    void sharedMemorySendsUpToTheEagerLimitsCompleteBeforeTheReceiverLooks() throws Exception {
+        CallerModeTest.withCallerClient((a, receiver, sender) -> {
+            assumeTrue(sharedMemoryOnly(sender), "lanes: " + sender.info());
+            try (Arena arena = Arena.ofConfined()) {
+                firstActiveMessage(arena, receiver, sender);
+                CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
+                CompletableFuture<Long> am = sender.amSendAsync(MemorySegment.ofArray(new byte[] {9}),
+                        Data.pattern(arena, AM_SIZE, 2));
+                assertEquals(TAG_SIZE, tag.get(10, TimeUnit.SECONDS)); // the receiver's worker has not moved
+                assertEquals(AM_SIZE, am.get(10, TimeUnit.SECONDS));
+                received(arena, receiver);
+            }
+        });
+    }
+
+    @Test
+    void anApplicationsRendezvousThresholdKeepsThemWaitingForTheReceiver() throws Exception {
+        CallerModeTest.withCallerClient(UcxOptions.defaults().with("RNDV_THRESH", "32k"), (a, receiver, sender) -> {
+            try (Arena arena = Arena.ofConfined()) {
+                firstActiveMessage(arena, receiver, sender);
+                CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
+                CompletableFuture<Long> am = sender.amSendAsync(MemorySegment.ofArray(new byte[] {9}),
+                        Data.pattern(arena, AM_SIZE, 2));
+                Thread.sleep(300);
+                assertFalse(tag.isDone(), "a rendezvous send completed with its receiver idle: " + tag);
+                assertFalse(am.isDone(), "a rendezvous active message completed with its receiver idle: " + am);
+                received(arena, receiver); // the receiver's calls drive its worker: both rendezvous run now
+                assertEquals(TAG_SIZE, tag.get(10, TimeUnit.SECONDS));
+                assertEquals(AM_SIZE, am.get(10, TimeUnit.SECONDS));
+            }
+        });
+    }
+
+    /**
+     * One active message the receiver takes: an active message in fragments carries the receiving endpoint's id,
+     * which UCX learns from the receiver's first answer (before it, the send waits for the receiver either way).
+     */
+    private static void firstActiveMessage(Arena arena, Endpoint receiver, Endpoint sender) throws Exception {
+        CompletableFuture<Long> first = sender.amSendAsync(MemorySegment.ofArray(new byte[0]),
+                Data.pattern(arena, AM_SIZE, 3));
+        try (AmMessage m = receiver.amRecv(CallerModeTest.T)) {
+            Data.verify(m.payload(), AM_SIZE, 3);
+        }
+        assertEquals(AM_SIZE, first.get(10, TimeUnit.SECONDS));
+    }
+
+    /** The receiver takes both messages and checks every byte. */
+    private static void received(Arena arena, Endpoint receiver) {
+        MemorySegment in = arena.allocate(TAG_SIZE);
+        assertEquals(TAG_SIZE, receiver.recv(in, TAG, CallerModeTest.T));
+        Data.verify(in, TAG_SIZE, 1);
+        try (AmMessage m = receiver.amRecv(CallerModeTest.T)) {
+            assertEquals(1, m.header().byteSize());
+            Data.verify(m.payload(), AM_SIZE, 2);
+        }
+    }
+
+    /** Whether every lane of the endpoint is a shared-memory FIFO (not so with {@code UCX_TLS=tcp}, for one). */
+    private static boolean sharedMemoryOnly(Endpoint ep) {
+        return java.util.regex.Pattern.compile("(?m)^#\\s*lane\\[\\d+\\]:\\s+\\d+:(\\S+)").matcher(ep.info())
+                .results().allMatch(r -> r.group(1).startsWith("posix/") || r.group(1).startsWith("sysv/"));
+    }
+}
