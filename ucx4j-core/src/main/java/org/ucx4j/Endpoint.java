@@ -1443,7 +1443,8 @@ public final class Endpoint implements AutoCloseable {
 
     /**
      * {@return UCX's description of the endpoint's lanes and transports ({@code ucp_ep_print_info})} Empty once
-     * closed.
+     * closed. Where ucx4j asks UCX for eager sends (shared memory with UCX's first protocols: see the internals
+     * document), a last line says so: {@code # ucx4j eager sends: tag_send takes the tag_send_nbr thresholds ...}.
      */
     public String info() {
         return isClosed() ? "" : engine.endpointInfo(core);

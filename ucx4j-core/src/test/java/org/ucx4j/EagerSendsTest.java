@@ -22,11 +22,14 @@ import org.junit.jupiter.api.Test;
 class EagerSendsTest {
     static final long TAG_SIZE = 128 << 10, AM_SIZE = 512 << 10;
     static final int TAG = 5;
+    static final String EAGER_LINE = "# ucx4j eager sends: tag_send takes the tag_send_nbr thresholds";
 
     @Test
     void sharedMemorySendsUpToTheEagerLimitsCompleteBeforeTheReceiverLooks() throws Exception {
         CallerModeTest.withCallerClient((a, receiver, sender) -> {
             assumeTrue(sharedMemoryOnly(sender), "lanes: " + sender.info());
+            // UCX's first protocols print a row of thresholds per operation; ucx4j says where it asks for eager sends
+            assertEquals(sender.info().contains("tag_send: "), sender.info().contains(EAGER_LINE), sender.info());
             try (Arena arena = Arena.ofConfined()) {
                 firstActiveMessage(arena, receiver, sender);
                 CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
@@ -42,6 +45,7 @@ class EagerSendsTest {
     @Test
     void anApplicationsRendezvousThresholdKeepsThemWaitingForTheReceiver() throws Exception {
         CallerModeTest.withCallerClient(UcxOptions.defaults().with("RNDV_THRESH", "32k"), (a, receiver, sender) -> {
+            assertFalse(sender.info().contains(EAGER_LINE), sender.info());
             try (Arena arena = Arena.ofConfined()) {
                 firstActiveMessage(arena, receiver, sender);
                 CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);

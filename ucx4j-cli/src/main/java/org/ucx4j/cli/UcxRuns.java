@@ -231,14 +231,19 @@ final class UcxRuns {
 
     private static final java.util.regex.Pattern TAG_SEND_RNDV =
             java.util.regex.Pattern.compile("(?m)^#\\s*tag_send:\\s.*?\\.\\.(\\d+)\\.\\.<rndv>");
+    private static final java.util.regex.Pattern TAG_SEND_NBR_RNDV =
+            java.util.regex.Pattern.compile("(?m)^#\\s*tag_send_nbr:\\s.*?\\.\\.(\\d+)\\.\\.<rndv>");
 
     /**
      * The smallest tag message UCX sends by rendezvous, from {@code ucp_ep_print_info}'s {@code tag_send:} row
-     * (UCX before 1.16: {@code 0..<egr/short>..93..<egr/bcopy>..32832..<rndv>..(inf)} gives 32832), or -1 if the
-     * text has no such row (UCX's newer protocol tables are printed otherwise).
+     * (UCX before 1.16: {@code 0..<egr/short>..93..<egr/bcopy>..32832..<rndv>..(inf)} gives 32832), or from its
+     * {@code tag_send_nbr:} row where ucx4j's own last line says its tag sends take those thresholds (eager sends over
+     * shared memory: 262144), or -1 if the text has no such row (UCX's newer protocol tables are printed otherwise).
+     * The server reads its own endpoint's: both sides of a benchmark run with the same options.
      */
     static long rendezvousFrom(String epInfo) {
-        java.util.regex.Matcher m = TAG_SEND_RNDV.matcher(epInfo);
+        boolean fast = epInfo.contains("# ucx4j eager sends: tag_send takes the tag_send_nbr thresholds");
+        java.util.regex.Matcher m = (fast ? TAG_SEND_NBR_RNDV : TAG_SEND_RNDV).matcher(epInfo);
         return m.find() ? Long.parseLong(m.group(1)) : -1;
     }
 

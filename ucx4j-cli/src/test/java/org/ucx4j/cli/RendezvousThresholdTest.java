@@ -7,7 +7,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The benchmark server posts tag receives ahead only from UCX's rendezvous threshold on, read from
  * {@code ucp_ep_print_info}: the {@code tag_send:} row, not the {@code tag_send_nbr:} or {@code tag_send_sync:}
- * ones, and the old fixed threshold where the text has no such row.
+ * ones, unless ucx4j's own last line says its sends take the {@code tag_send_nbr:} thresholds, and the old fixed
+ * threshold where the text has no such row.
  */
 class RendezvousThresholdTest {
     // as UCX 1.13.1 prints a shared-memory endpoint with 32 KiB segments
@@ -27,6 +28,13 @@ class RendezvousThresholdTest {
     @Test
     void readsTheTagSendRowOnly() {
         assertEquals(32832, UcxRuns.rendezvousFrom(UCX_1_13));
+    }
+
+    @Test
+    void readsTheTagSendNbrRowWhereUcx4jSaysItsSendsTakeIt() {
+        String eager = UCX_1_13 + "# ucx4j eager sends: tag_send takes the tag_send_nbr thresholds "
+                + "(UCP_OP_ATTR_FLAG_FAST_CMPL); am_send is eager up to 524288 B\n";
+        assertEquals(262144, UcxRuns.rendezvousFrom(eager));
     }
 
     @Test

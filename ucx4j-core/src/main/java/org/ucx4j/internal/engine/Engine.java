@@ -1969,8 +1969,13 @@ public final class Engine {
     }
 
     public String endpointInfo(EndpointCore c) {
-        return onOwner(() -> c.handle == 0 ? "" : Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f)));
+        return onOwner(() -> c.handle == 0 ? "" : Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))
+                + (c.eagerSends ? EAGER_SENDS_INFO : ""));
     }
+
+    /** The line {@link #endpointInfo} adds for an endpoint that sends eagerly ({@link EndpointCore#eagerSends}). */
+    static final String EAGER_SENDS_INFO = "# ucx4j eager sends: tag_send takes the tag_send_nbr thresholds "
+            + "(UCP_OP_ATTR_FLAG_FAST_CMPL); am_send is eager up to " + EndpointCore.EAGER_AM_MAX + " B\n";
 
     private <T> T onOwner(Supplier<T> s) {
         return onOwner("info", s);
