@@ -65,7 +65,7 @@ public final class Ucx implements AutoCloseable {
                 options.peerErrorHandling(), (int) options.livenessTimeout().toSeconds(),
                 // checked messages rebind payloads to arenas of their own, which UCX's buffers must not outlive
                 options.ucxBuffers() && !options.checkedMessages(), options.rma(), options.maxHandshakes(),
-                options.hostMemoryOnly()));
+                options.hostMemoryOnly(), options.eagerSends()));
     }
 
     /**

@@ -35,6 +35,7 @@ public final class UcxOptions implements Cloneable {
     private boolean peerErrorHandling = true;
     private boolean rma = true;
     private boolean hostMemoryOnly;
+    private boolean eagerSends = true;
     private int maxHandshakes = 64;
 
     private UcxOptions() {}
@@ -408,6 +409,31 @@ public final class UcxOptions implements Cloneable {
     /** {@return whether every buffer is promised to be host memory} See {@link #withHostMemoryOnly}. */
     public boolean hostMemoryOnly() {
         return hostMemoryOnly;
+    }
+
+    /**
+     * Whether ucx4j may ask UCX for eager sends over shared memory (default on). Where every lane of an endpoint to a
+     * ucx4j peer is a shared-memory FIFO and UCX runs its first protocols (1.13 to 1.15, or later with
+     * {@code UCX_PROTO_ENABLE=n}), with the rendezvous threshold left to UCX, tag sends below 256 KiB and active
+     * messages up to 512 KiB then go eagerly, as UCX 1.16 and later send them there by themselves: no round trip
+     * before the bytes, and an active message's payload stays in the buffer UCX assembled it in (with
+     * {@link #withUcxBuffers} on). Such a send completes without waiting for the receiver; a message that arrives
+     * before its receive holds the receiver's shared-memory segments until taken, and a receiver's refusal (a cap,
+     * a closed endpoint) no longer reaches the sender. Off: UCX's own choice (rendezvous above one segment), as
+     * does an explicit {@code RNDV_THRESH}. {@link Endpoint#info()} says where it applies.
+     *
+     * @param on whether sends may go eagerly
+     * @return a copy with this setting
+     */
+    public UcxOptions withEagerSends(boolean on) {
+        UcxOptions o = copy();
+        o.eagerSends = on;
+        return o;
+    }
+
+    /** {@return whether ucx4j may ask UCX for eager sends over shared memory} See {@link #withEagerSends}. */
+    public boolean eagerSends() {
+        return eagerSends;
     }
 
     /**

@@ -9,6 +9,8 @@ import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Over shared memory UCX's first protocols (1.13 to 1.15) announce a tag message from 32 KiB on, and an active
@@ -26,6 +28,12 @@ class EagerSendsTest {
 
     @Test
     void sharedMemorySendsUpToTheEagerLimitsCompleteBeforeTheReceiverLooks() throws Exception {
+        // the FIFO must hold both messages (ucx4j's 32 KiB segments), and UCX's thresholds must be its own
+        for (String v : new String[] {"UCX_RNDV_THRESH", "UCX_RNDV_SEND_NBR_THRESH", "UCX_MM_SEG_SIZE",
+                "UCX_POSIX_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_MM_FIFO_SIZE", "UCX_POSIX_FIFO_SIZE",
+                "UCX_SYSV_FIFO_SIZE"}) {
+            assumeTrue(ConfigAndInfoTest.startupEnv(v) == null, v + " is set in the environment");
+        }
         CallerModeTest.withCallerClient((a, receiver, sender) -> {
             assumeTrue(sharedMemoryOnly(sender), "lanes: " + sender.info());
             // UCX's first protocols print a row of thresholds per operation; ucx4j says where it asks for eager sends
@@ -42,10 +50,17 @@ class EagerSendsTest {
         });
     }
 
-    @Test
-    void anApplicationsRendezvousThresholdKeepsThemWaitingForTheReceiver() throws Exception {
-        CallerModeTest.withCallerClient(UcxOptions.defaults().with("RNDV_THRESH", "32k"), (a, receiver, sender) -> {
+    /** An explicit rendezvous threshold, or eager sends turned off: UCX's own choice, rendezvous from 32 KiB. */
+    @ParameterizedTest
+    @ValueSource(booleans = {true, false})
+    void anApplicationsRendezvousThresholdOrItsOptOutKeepsThemWaitingForTheReceiver(boolean threshold)
+            throws Exception {
+        UcxOptions options = threshold ? UcxOptions.defaults().with("RNDV_THRESH", "32k")
+                : UcxOptions.defaults().withEagerSends(false);
+        CallerModeTest.withCallerClient(options, (a, receiver, sender) -> {
             assertFalse(sender.info().contains(EAGER_LINE), sender.info());
+            // UCX 1.16 and later choose eager sends over shared memory themselves: only a threshold overrides them
+            assumeTrue(threshold || sender.info().contains("tag_send: "), "UCX's own choice is eager here");
             try (Arena arena = Arena.ofConfined()) {
                 firstActiveMessage(arena, receiver, sender);
                 CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
@@ -62,16 +77,17 @@ class EagerSendsTest {
     }
 
     /**
-     * One active message the receiver takes: an active message in fragments carries the receiving endpoint's id,
-     * which UCX learns from the receiver's first answer (before it, the send waits for the receiver either way).
+     * One active message the receiver takes: an active message beyond UCX's short protocol carries the receiving
+     * endpoint's id, which UCX learns from the receiver's first answer (before it, the send waits for the receiver
+     * either way).
      */
     private static void firstActiveMessage(Arena arena, Endpoint receiver, Endpoint sender) throws Exception {
         CompletableFuture<Long> first = sender.amSendAsync(MemorySegment.ofArray(new byte[0]),
-                Data.pattern(arena, AM_SIZE, 3));
+                Data.pattern(arena, 4096, 3));
         try (AmMessage m = receiver.amRecv(CallerModeTest.T)) {
-            Data.verify(m.payload(), AM_SIZE, 3);
+            Data.verify(m.payload(), 4096, 3);
         }
-        assertEquals(AM_SIZE, first.get(10, TimeUnit.SECONDS));
+        assertEquals(4096, first.get(10, TimeUnit.SECONDS));
     }
 
     /** The receiver takes both messages and checks every byte. */

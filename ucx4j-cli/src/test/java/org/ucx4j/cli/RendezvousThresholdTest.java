@@ -37,6 +37,21 @@ class RendezvousThresholdTest {
         assertEquals(262144, UcxRuns.rendezvousFrom(eager));
     }
 
+    /** The line ucx4j's core really writes is the one read above: a live shared-memory endpoint. */
+    @Test
+    void aLiveEndpointThatSendsEagerlyIsReadAtItsTagSendNbrRow() throws Exception {
+        try (org.ucx4j.Ucx a = org.ucx4j.Ucx.open(); org.ucx4j.Ucx b = org.ucx4j.Ucx.open();
+                org.ucx4j.Listener l = b.listen(0, ep -> {});
+                org.ucx4j.Endpoint ep = a.connect("127.0.0.1", l.port())) {
+            String info = ep.info();
+            java.util.regex.Matcher nbr = java.util.regex.Pattern
+                    .compile("(?m)^#\\s*tag_send_nbr:\\s.*?\\.\\.(\\d+)\\.\\.<rndv>").matcher(info);
+            org.junit.jupiter.api.Assumptions.assumeTrue(nbr.find() && ep.transports().stream()
+                    .allMatch(t -> t.startsWith("posix/") || t.startsWith("sysv/")), "not first protocols over shm");
+            assertEquals(Long.parseLong(nbr.group(1)), UcxRuns.rendezvousFrom(info), info);
+        }
+    }
+
     @Test
     void noRendezvousInTheRowOrNoRowIsUnknown() {
         assertEquals(-1, UcxRuns.rendezvousFrom("#   tag_send: 0..<egr/short>..93..<egr/bcopy>..(inf)\n"

@@ -81,13 +81,15 @@ public final class EndpointCore {
      */
     boolean socketLane;
     /**
-     * Larger sends go eagerly (owner thread, set at creation; see {@link #tagSendAttrs}): the endpoint is a ucx4j
-     * peer's, every lane a shared-memory FIFO ({@code posix}, {@code sysv}), UCX runs its first protocols (before
-     * 1.16), and the rendezvous threshold is UCX's own. There UCX's rendezvous copies the data through the same FIFO as
-     * an eager send, after a round trip to announce it and, for an active message, into a block the receiver then
-     * takes, where an eager message is copied once, straight into the posted receive or the buffer UCX assembles and
-     * ucx4j keeps (UCX 1.20 sends such messages eagerly by itself). The cost: a message that arrives before its
-     * receive is posted waits whole in UCX's memory, as UCX's own eager messages do.
+     * Larger sends go eagerly (owner thread, set at creation, before the endpoint opens; see {@link #tagSendAttrs}):
+     * the endpoint is a ucx4j peer's, every lane a shared-memory FIFO ({@code posix}, {@code sysv}), UCX runs its
+     * first protocols (before 1.16, or later with {@code UCX_PROTO_ENABLE=n}), the application allows it
+     * ({@code UcxOptions.withEagerSends}) and left the rendezvous threshold to UCX. There UCX's rendezvous copies the
+     * data through the same FIFO as an eager send, after a round trip to announce it and, for an active message, into
+     * a block the receiver pulls into; an eager message is copied straight into the posted receive, or into the buffer
+     * UCX assembles, which the receiver keeps as the payload where it keeps UCX's buffers (UCX 1.16 and later send
+     * such messages eagerly by themselves). The costs: a message that arrives before its receive holds shared-memory
+     * receive segments until taken, and a receiver's refusal no longer reaches the sender.
      */
     boolean eagerSends;
     /** Active messages up to this payload go eagerly where {@link #eagerSends} (UCX 1.20's own limit is ~540 KiB). */

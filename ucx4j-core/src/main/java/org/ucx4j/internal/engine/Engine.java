@@ -53,7 +53,8 @@ public final class Engine {
     public record Config(String name, ProgressMode mode, Map<String, String> ucxOptions, boolean environmentWins,
             Executor executor, byte[] secret, long handshakeTimeoutNanos, org.ucx4j.MemoryAllocator allocator,
             int maxFrames, long maxMessageBytes, long pullBudget, boolean peerErrorHandling,
-            int livenessSeconds, boolean ucxBuffers, boolean rma, int maxHandshakes, boolean hostMemoryOnly) {}
+            int livenessSeconds, boolean ucxBuffers, boolean rma, int maxHandshakes, boolean hostMemoryOnly,
+            boolean eagerSends) {}
 
     final int id;
     final String name;
@@ -70,7 +71,10 @@ public final class Engine {
      */
     public final long memoryTypes;
     final boolean hostOnly;
-    /** The rendezvous threshold is UCX's own: endpoints may send eagerly ({@link EndpointCore#eagerSends}). */
+    /**
+     * The application allows eager sends and left the rendezvous threshold to UCX: endpoints may send eagerly
+     * ({@link EndpointCore#eagerSends}).
+     */
     final boolean rendezvousLeftToUcx;
     final long worker;
     /**
@@ -174,7 +178,7 @@ public final class Engine {
                 }
                 ctx = out.get(JAVA_LONG, 0);
                 types = Ucp.contextMemoryTypes(ctx);
-                leftToUcx = UcxConfig.rendezvousLeftToUcx(config);
+                leftToUcx = cfg.eagerSends() && UcxConfig.rendezvousLeftToUcx(config);
                 Ucp.createMemtypeCache(); // stream sends' short protocol (see there)
             } finally {
                 Ucp.configRelease(config);

@@ -234,7 +234,10 @@ final class UcxShuffleConf {
                 .withLivenessTimeout(livenessTimeout())
                 .withPullBudget(pullBudget())
                 // blocks are host memory (file mappings, the receive pool): on GPU nodes UCX need not look each up
-                .withHostMemoryOnly(true);
+                .withHostMemoryOnly(true)
+                // blocks go by rendezvous straight into the reducer's pool: an eager one would be copied twice there
+                // (UCX's assembly buffer, then the pool, since fetched blocks may outlive UCX's buffers)
+                .withEagerSends(false);
         for (Map.Entry<String, String> d : UCX_DEFAULTS.entrySet()) {
             if (!conf.contains(UCX_PREFIX + d.getKey()) && System.getenv("UCX_" + d.getKey()) == null) {
                 o = o.with(d.getKey(), d.getValue());

@@ -26,7 +26,7 @@ import org.ucx4j.UcxOptions;
 /** A fetched block read on one thread while another releases it: the reader never sees freed memory. */
 class UcxManagedBufferTest {
     static final Duration T = Duration.ofSeconds(20);
-    static final int SIZE = 256 << 10; // rendezvous: lands in memory from the allocator below
+    static final int SIZE = 256 << 10; // lands in memory from the allocator below (pulled, or copied there if eager)
     static final byte POISON = (byte) 0xAB;
 
     @Test

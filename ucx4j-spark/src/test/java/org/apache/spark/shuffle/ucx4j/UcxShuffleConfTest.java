@@ -25,6 +25,13 @@ class UcxShuffleConfTest {
                 "applications' buffers may be a GPU's: UCX looks them up unless promised otherwise");
     }
 
+    /** Blocks go by rendezvous straight into the reducer's pool: an eager one would be copied there a second time. */
+    @Test
+    void blocksAreNotSentEagerly() {
+        org.junit.jupiter.api.Assertions.assertFalse(new UcxShuffleConf(new SparkConf(false)).ucxOptions().eagerSends());
+        org.junit.jupiter.api.Assertions.assertTrue(org.ucx4j.UcxOptions.defaults().eagerSends());
+    }
+
     /** A request's idle timeout is Spark's for shuffle connections, as Netty's client takes it. */
     @Test
     void theIdleTimeoutIsTheShuffleConnectionTimeoutThenTheNetworkTimeout() {
