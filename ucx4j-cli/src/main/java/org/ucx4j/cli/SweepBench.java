@@ -438,7 +438,8 @@ final class SweepBench implements Callable<Integer> {
                 window,
                 UcxRuns.Api.parse(api) == UcxRuns.Api.TAG && prepostFrom > 0
                         ? " (streaming, the receiver takes messages below " + prepostFrom + " B, where UCX's "
-                                + "rendezvous for ucx4j's sends starts, with blocking receives, larger ones through a window of async receives)"
+                                + "rendezvous for ucx4j's sends starts, with blocking receives, larger ones through a "
+                                + "window of async receives)"
                         : "",
                 PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.LATENCY) + "/"
                         + PerftestRuns.test(UcxRuns.Api.parse(api), Measurement.BANDWIDTH),

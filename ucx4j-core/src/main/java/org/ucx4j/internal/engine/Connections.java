@@ -227,7 +227,7 @@ final class Connections {
             String info = Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f));
             List<String> lanes = TransportInfo.lanes(info);
             c.socketLane = lanes.stream().anyMatch(t -> t.startsWith("tcp/"));
-            c.eagerSends = engine.rendezvousLeftToUcx && !c.raw && !lanes.isEmpty()
+            c.eagerSends = engine.eagerSendsAllowed && !c.raw && !lanes.isEmpty()
                     && lanes.stream().allMatch(TransportInfo::isFifo) && TransportInfo.firstProtocols(info);
             c.state = EndpointCore.OPEN;
         } finally {

@@ -75,7 +75,7 @@ public final class Engine {
      * The application allows eager sends and left the rendezvous threshold to UCX: endpoints may send eagerly
      * ({@link EndpointCore#eagerSends}).
      */
-    final boolean rendezvousLeftToUcx;
+    final boolean eagerSendsAllowed;
     final long worker;
     /**
      * The largest active-message header UCX takes on this worker (its smallest transport's limit: a few KiB with
@@ -159,7 +159,7 @@ public final class Engine {
         int[] version = Ucp.version();
         this.recvInfoAtOnce = version[0] > 1 || version[1] >= 16;
         long ctx = 0, wrk = 0, types;
-        boolean leftToUcx;
+        boolean eager;
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
             long config = UcxConfig.read(cfg.ucxOptions(), cfg.environmentWins());
@@ -178,7 +178,7 @@ public final class Engine {
                 }
                 ctx = out.get(JAVA_LONG, 0);
                 types = Ucp.contextMemoryTypes(ctx);
-                leftToUcx = cfg.eagerSends() && UcxConfig.rendezvousLeftToUcx(config);
+                eager = cfg.eagerSends() && UcxConfig.rendezvousLeftToUcx(config);
                 Ucp.createMemtypeCache(); // stream sends' short protocol (see there)
             } finally {
                 Ucp.configRelease(config);
@@ -202,7 +202,7 @@ public final class Engine {
         }
         this.context = ctx;
         this.memoryTypes = types;
-        this.rendezvousLeftToUcx = leftToUcx;
+        this.eagerSendsAllowed = eager;
         this.hostOnly = cfg.hostMemoryOnly() || (memoryTypes & ~(1L << UCS_MEMORY_TYPE_HOST)) == 0;
         this.worker = wrk;
         int registered = -1;
