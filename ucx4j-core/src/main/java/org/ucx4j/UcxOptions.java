@@ -414,8 +414,8 @@ public final class UcxOptions implements Cloneable {
     /**
      * Whether ucx4j may ask UCX for eager sends over shared memory (default on). Where every lane of an endpoint to a
      * ucx4j peer is a shared-memory FIFO and UCX runs its first protocols (1.13 to 1.15, or later with
-     * {@code UCX_PROTO_ENABLE=n}), with the rendezvous threshold left to UCX, tag sends below 256 KiB and active
-     * messages up to 512 KiB then go eagerly, as UCX 1.16 and later send them there by themselves: no round trip
+     * {@code UCX_PROTO_ENABLE=n}), with the rendezvous threshold left to UCX, tag sends and active messages up to
+     * 512 KiB then go eagerly, as UCX 1.16 and later send them there by themselves: no round trip
      * before the bytes, and an active message's payload stays in the buffer UCX assembled it in (with
      * {@link #withUcxBuffers} on). Such a send completes without waiting for the receiver; a message that arrives
      * before its receive holds the receiver's shared-memory segments until taken, and a receiver's refusal (a cap,
@@ -481,20 +481,40 @@ public final class UcxOptions implements Cloneable {
     }
 
     /**
-     * What ucx4j gives UCX: the options set here and, without peer error handling, {@code PROTO_INDIRECT_ID=on}
-     * (unless set here or in the environment). UCX then names its endpoints on the wire by ids it checks, as it does
-     * with error handling, instead of raw pointers: a rendezvous message a raw peer announced to an endpoint closed
-     * since then is refused by UCX, not pulled or acknowledged through freed memory.
+     * What ucx4j gives UCX: the options set here and, unless set here or in the environment:
+     * <ul>
+     * <li>without peer error handling, {@code PROTO_INDIRECT_ID=on}. UCX then names its endpoints on the wire by ids
+     * it checks, as it does with error handling, instead of raw pointers: a rendezvous message a raw peer announced to
+     * an endpoint closed since then is refused by UCX, not pulled or acknowledged through freed memory;
+     * <li>with eager sends ({@link #withEagerSends}), {@link #EAGER_TAG_THRESHOLD} as {@code RNDV_SEND_NBR_THRESH}:
+     * the threshold UCX's first protocols apply to tag sends that ask for fast completion, which only ucx4j's eager
+     * sends do (UCX's default, 256 KiB, would send a 256 KiB tag message by rendezvous: 0.94-0.95x of
+     * {@code ucx_perftest} at 256 KiB against 1.05-1.07x eagerly, two alternating pairs).
+     * </ul>
      */
     Map<String, String> givenToUcx() {
-        if (peerErrorHandling || ucx.containsKey("PROTO_INDIRECT_ID")
-                || System.getenv("UCX_PROTO_INDIRECT_ID") != null) {
+        boolean indirect = !peerErrorHandling && !ucx.containsKey("PROTO_INDIRECT_ID")
+                && System.getenv("UCX_PROTO_INDIRECT_ID") == null;
+        boolean nbr = eagerSends && !ucx.containsKey("RNDV_SEND_NBR_THRESH")
+                && System.getenv("UCX_RNDV_SEND_NBR_THRESH") == null;
+        if (!indirect && !nbr) {
             return ucx;
         }
         Map<String, String> m = new java.util.LinkedHashMap<>(ucx);
-        m.put("PROTO_INDIRECT_ID", "on");
+        if (indirect) {
+            m.put("PROTO_INDIRECT_ID", "on");
+        }
+        if (nbr) {
+            m.put("RNDV_SEND_NBR_THRESH", EAGER_TAG_THRESHOLD);
+        }
         return java.util.Collections.unmodifiableMap(m);
     }
+
+    /**
+     * UCX's rendezvous threshold for ucx4j's eager tag sends: 520 KiB, so tag messages up to 512 KiB go eagerly, as
+     * active messages up to 512 KiB do ({@link #withEagerSends}).
+     */
+    static final String EAGER_TAG_THRESHOLD = "520k";
 
     /** {@return whether {@code UCX_*} environment variables override the options given here} */
     public boolean environmentWins() {

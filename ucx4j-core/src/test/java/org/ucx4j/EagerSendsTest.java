@@ -14,15 +14,15 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Over shared memory UCX's first protocols (1.13 to 1.15) announce a tag message from 32 KiB on, and an active
- * message too, and send its bytes once the receiver answers; ucx4j asks for eager sends up to 256 KiB (tag) and
- * 512 KiB (active messages) there, as UCX 1.16 and later choose by themselves, unless the application set the
- * rendezvous threshold. Seen from outside: such a send completes while the receiving worker makes no progress at
+ * message too, and send its bytes once the receiver answers; ucx4j asks for eager sends up to 512 KiB there (a
+ * 256 KiB tag message was UCX's rendezvous even with fast completion), as UCX 1.16 and later choose by themselves,
+ * unless the application set the rendezvous threshold. Seen from outside: such a send completes while the receiving worker makes no progress at
  * all, and its bytes arrive intact when the receiver takes them; with a threshold set it waits for the receiver.
  * The receiver here is in caller mode and does nothing until it receives; the sender has a progress thread.
  */
 @org.junit.jupiter.api.Timeout(120)
 class EagerSendsTest {
-    static final long TAG_SIZE = 128 << 10, AM_SIZE = 512 << 10;
+    static final long TAG_SIZE = 256 << 10, AM_SIZE = 512 << 10;
     static final int TAG = 5;
     static final String EAGER_LINE = "# ucx4j eager sends: tag_send takes the tag_send_nbr thresholds";
 

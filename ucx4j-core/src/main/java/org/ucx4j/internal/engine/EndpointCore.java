@@ -99,8 +99,9 @@ public final class EndpointCore {
 
     /**
      * The request attributes of a tag send larger than UCX's short protocol: {@code UCP_OP_ATTR_FLAG_FAST_CMPL} where
-     * {@link #eagerSends} (UCX's first protocols then send eagerly below their "local" rendezvous threshold, 256 KiB
-     * over shared memory: the {@code tag_send_nbr} row of {@code ucp_ep_print_info}), else none.
+     * {@link #eagerSends} (UCX's first protocols then send eagerly below their "local" rendezvous threshold,
+     * {@code RNDV_SEND_NBR_THRESH}, which ucx4j sets to 520 KiB unless the application did: the {@code tag_send_nbr}
+     * row of {@code ucp_ep_print_info}), else none.
      */
     int tagSendAttrs() {
         return eagerSends ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FAST_CMPL : 0;
