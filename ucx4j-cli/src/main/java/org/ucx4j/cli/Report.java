@@ -86,7 +86,32 @@ final class Report {
         return Runtime.getRuntime().availableProcessors() + " cpus, "
                 + Runtime.getRuntime().maxMemory() / (1 << 20) + " MiB max heap, "
                 + System.getProperty("os.name") + " " + System.getProperty("os.version") + ", Java "
-                + System.getProperty("java.version") + ", UCX " + org.ucx4j.Ucx.version();
+                + System.getProperty("java.version") + ", UCX " + org.ucx4j.Ucx.version() + cpuIdle();
+    }
+
+    /**
+     * Linux's CPU idle driver, and the guest halt-polling window where the driver is {@code haltpoll} (a KVM guest):
+     * a blocking receive (NIO's) that finds nothing parks its CPU, and on a VM whose window is 0 every wake-up then
+     * costs a hypervisor exit (~35 us on the VM of docs/performance.md), where a polling stack never parks. Empty
+     * where the files are missing.
+     */
+    static String cpuIdle() {
+        String driver = firstLine(java.nio.file.Path.of("/sys/devices/system/cpu/cpuidle/current_driver"));
+        if (driver == null) {
+            return "";
+        }
+        String poll = firstLine(java.nio.file.Path.of("/sys/module/haltpoll/parameters/guest_halt_poll_ns"));
+        return ", cpuidle " + driver + (driver.equals("haltpoll") && poll != null
+                ? " (guest halt polling up to " + poll + " ns)" : "");
+    }
+
+    private static String firstLine(java.nio.file.Path p) {
+        try {
+            List<String> lines = java.nio.file.Files.readAllLines(p);
+            return lines.isEmpty() ? null : lines.get(0).trim();
+        } catch (java.io.IOException | SecurityException e) {
+            return null;
+        }
     }
 
     void printTable(PrintStream out, String settings) {
@@ -112,6 +137,9 @@ final class Report {
             if (stacks.contains("ucx4j") && stacks.contains("nio")) {
                 h.append(String.format(Locale.ROOT, " %12s", "ucx4j/nio"));
             }
+            if (stacks.contains("perftest") && stacks.contains("nio")) {
+                h.append(String.format(Locale.ROOT, " %14s", "perftest/nio"));
+            }
             out.println(h);
             for (long size : sizes) {
                 Measurement u = get("ucx4j", mode, size);
@@ -130,6 +158,10 @@ final class Report {
                 }
                 if (stacks.contains("ucx4j") && stacks.contains("nio")) {
                     row.append(String.format(Locale.ROOT, " %12s", u == null ? "-" : ratio(ratio(u, "nio"))));
+                }
+                if (stacks.contains("perftest") && stacks.contains("nio")) {
+                    Measurement p = get("perftest", mode, size);
+                    row.append(String.format(Locale.ROOT, " %14s", p == null ? "-" : ratio(ratio(p, "nio"))));
                 }
                 out.println(row);
             }

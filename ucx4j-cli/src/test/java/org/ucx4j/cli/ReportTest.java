@@ -88,6 +88,34 @@ class ReportTest {
         assertEquals("am-handler", handlerRows.get(0).get("api"), "spelled as --api takes it, as send-recv's JSON");
     }
 
+    /**
+     * With all three stacks the table also shows the C reference's own ratio to NIO, round by round like the others:
+     * the bound any binding's "lower than NIO" figure has on that machine.
+     */
+    @Test
+    void theTableShowsTheReferencesOwnRatioToNio() {
+        Map<String, List<Measurement>> rounds = new LinkedHashMap<>();
+        rounds.put(Report.key("ucx4j", Measurement.LATENCY, 8), List.of(lat("ucx4j", 0.5), lat("ucx4j", 0.5)));
+        rounds.put(Report.key("perftest", Measurement.LATENCY, 8),
+                List.of(lat("perftest", 0.4), lat("perftest", 0.4)));
+        rounds.put(Report.key("nio", Measurement.LATENCY, 8), List.of(lat("nio", 4.0), lat("nio", 40.0)));
+        Report r = new Report(rounds, new long[] {8}, List.of(Measurement.LATENCY), List.of("ucx4j", "perftest", "nio"),
+                UcxRuns.Api.TAG);
+        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        r.printTable(new java.io.PrintStream(bytes, true, java.nio.charset.StandardCharsets.UTF_8), "test");
+        List<String> lines = bytes.toString(java.nio.charset.StandardCharsets.UTF_8).lines().toList();
+        String header = lines.stream().filter(l -> l.contains("ucx4j/perftest")).findFirst().orElseThrow();
+        assertTrue(header.trim().endsWith("ucx4j/perftest    ucx4j/nio   perftest/nio"), header);
+        String row = lines.stream().filter(l -> l.trim().startsWith("8 B")).findFirst().orElseThrow();
+        // per round 0.1x and 0.01x against NIO: the median of the two
+        assertTrue(row.trim().endsWith("1.25x        0.07x          0.06x"), row);
+        Report noReference = new Report(rounds, new long[] {8}, List.of(Measurement.LATENCY),
+                List.of("ucx4j", "nio"), UcxRuns.Api.TAG);
+        bytes.reset();
+        noReference.printTable(new java.io.PrintStream(bytes, true, java.nio.charset.StandardCharsets.UTF_8), "t");
+        assertTrue(!bytes.toString(java.nio.charset.StandardCharsets.UTF_8).contains("perftest/nio"));
+    }
+
     private static Measurement lat(String stack, double p50) {
         return new Measurement(stack, Measurement.LATENCY, 8, 1000, p50, p50, p50, Double.NaN, Double.NaN);
     }
