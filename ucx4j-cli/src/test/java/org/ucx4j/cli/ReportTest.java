@@ -116,6 +116,25 @@ class ReportTest {
         assertTrue(!bytes.toString(java.nio.charset.StandardCharsets.UTF_8).contains("perftest/nio"));
     }
 
+    /** The machine line names Linux's idle driver, and the halt-polling window where the driver has one. */
+    @Test
+    void theMachineLineNamesTheIdleDriverWhereLinuxHasOne() throws Exception {
+        java.nio.file.Path driver = java.nio.file.Path.of("/sys/devices/system/cpu/cpuidle/current_driver");
+        String idle = Report.cpuIdle();
+        assertTrue(Report.machine().endsWith(idle), Report.machine());
+        if (!java.nio.file.Files.isReadable(driver)) {
+            assertEquals("", idle);
+            return;
+        }
+        String name = java.nio.file.Files.readString(driver).trim();
+        assertTrue(idle.startsWith(", cpuidle " + name), idle);
+        java.nio.file.Path window = java.nio.file.Path.of("/sys/module/haltpoll/parameters/guest_halt_poll_ns");
+        if (name.equals("haltpoll") && java.nio.file.Files.isReadable(window)) {
+            assertTrue(idle.endsWith("(guest halt polling up to " + java.nio.file.Files.readString(window).trim()
+                    + " ns)"), idle);
+        }
+    }
+
     private static Measurement lat(String stack, double p50) {
         return new Measurement(stack, Measurement.LATENCY, 8, 1000, p50, p50, p50, Double.NaN, Double.NaN);
     }
