@@ -29,9 +29,7 @@ final class LibC {
      * Shared-memory segments of 32 KiB ({@code *_SEG_SIZE}, UCX: 8 KiB): with peer-failure detection UCX has no
      * zero-copy lane between same-host processes, so large messages cross the receiver's FIFO in segments, and a
      * 4x larger segment more than doubles their bandwidth; receive buffers grow by 128 segments at a time (4 MiB of
-     * {@code /dev/shm}, as UCX's 512 x 8 KiB). Receive FIFOs of 256 slots ({@code *_FIFO_SIZE}), UCX's own default
-     * since 1.16 (64 before): a sender gets up to 8 MiB ahead of its receiver instead of 2 MiB, which took bandwidth
-     * from 64 KiB to 1 MiB up by 10-90 % on UCX 1.13, and every UCX version then runs the same FIFO. Worker addresses in UCX's format v2 ({@code ADDRESS_VERSION}), which
+     * {@code /dev/shm}, as UCX's 512 x 8 KiB). Worker addresses in UCX's format v2 ({@code ADDRESS_VERSION}), which
      * carries each transport's segment size, so a peer with smaller segments is sent fragments that fit them.
      * TCP send segments of 64 KiB ({@code TCP_TX_SEG_SIZE}, UCX: 8 KiB), as large as UCX's default receive
      * segment, so every peer with UCX's default receive size takes them: over TCP, large messages and rendezvous
@@ -40,18 +38,16 @@ final class LibC {
      * nor a {@code POSIX_}/{@code SYSV_} default where the user set {@code UCX_MM_} for the same key (every
      * shared-memory transport's). These are environment variables, which UCX ranks above a {@code ucx.conf}.
      */
-    static final java.util.Map<String, String> DEFAULTS = java.util.Map.ofEntries(
-            java.util.Map.entry("POSIX_ERROR_HANDLING", "y"),
-            java.util.Map.entry("KEEPALIVE_INTERVAL", "1s"),
-            java.util.Map.entry("ALLOC_PRIO", "md:posix,md:sysv,thp,md:*,mmap,heap"),
-            java.util.Map.entry("POSIX_SEG_SIZE", "32832"),
-            java.util.Map.entry("SYSV_SEG_SIZE", "32832"),
-            java.util.Map.entry("POSIX_FIFO_SIZE", "256"),
-            java.util.Map.entry("SYSV_FIFO_SIZE", "256"),
-            java.util.Map.entry("POSIX_RX_BUFS_GROW", "128"),
-            java.util.Map.entry("SYSV_RX_BUFS_GROW", "128"),
-            java.util.Map.entry("ADDRESS_VERSION", "v2"),
-            java.util.Map.entry("TCP_TX_SEG_SIZE", "64K"));
+    static final java.util.Map<String, String> DEFAULTS = java.util.Map.of(
+            "POSIX_ERROR_HANDLING", "y",
+            "KEEPALIVE_INTERVAL", "1s",
+            "ALLOC_PRIO", "md:posix,md:sysv,thp,md:*,mmap,heap",
+            "POSIX_SEG_SIZE", "32832",
+            "SYSV_SEG_SIZE", "32832",
+            "POSIX_RX_BUFS_GROW", "128",
+            "SYSV_RX_BUFS_GROW", "128",
+            "ADDRESS_VERSION", "v2",
+            "TCP_TX_SEG_SIZE", "64K");
 
     private static final int RTLD_LAZY = 1, RTLD_NOLOAD = 4; // Linux
 
