@@ -2,6 +2,7 @@ package org.ucx4j;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.lang.foreign.Arena;
@@ -48,6 +49,51 @@ class EagerSendsTest {
                 received(arena, receiver);
             }
         });
+    }
+
+    /**
+     * With receive FIFOs of more than 64 slots (UCX 1.16's 256, set here on an older UCX) tag sends keep UCX's
+     * rendezvous, while active messages still go eagerly: with such a FIFO on UCX 1.13 a receiver whose eager tag
+     * messages arrived before its receives fell behind for good, and its shared memory grew without bound.
+     */
+    @Test
+    void aFifoLargerThanUcxsOldDefaultKeepsTagSendsWaitingForTheReceiver() throws Throwable {
+        for (String v : new String[] {"UCX_RNDV_THRESH", "UCX_RNDV_SEND_NBR_THRESH", "UCX_MM_SEG_SIZE",
+                "UCX_POSIX_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_MM_FIFO_SIZE"}) {
+            assumeTrue(ConfigAndInfoTest.startupEnv(v) == null, v + " is set in the environment");
+        }
+        String[] keys = {"UCX_POSIX_FIFO_SIZE", "UCX_SYSV_FIFO_SIZE"};
+        String[] was = {ConfigAndInfoTest.nativeGetenv(keys[0]), ConfigAndInfoTest.nativeGetenv(keys[1])};
+        UcxOptions options = UcxOptions.defaults().with("POSIX_FIFO_SIZE", "256").with("SYSV_FIFO_SIZE", "256");
+        try {
+            CallerModeTest.withCallerClient(options, (a, receiver, sender) -> {
+                assumeTrue(sharedMemoryOnly(sender), "lanes: " + sender.info());
+                assumeTrue(sender.info().contains("tag_send: "), "UCX's first protocols (before 1.16)");
+                assertFalse(sender.info().contains(EAGER_LINE), sender.info());
+                assertTrue(sender.info().contains("# ucx4j eager sends: am_send is eager up to"), sender.info());
+                try (Arena arena = Arena.ofConfined()) {
+                    firstActiveMessage(arena, receiver, sender);
+                    CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
+                    CompletableFuture<Long> am = sender.amSendAsync(MemorySegment.ofArray(new byte[] {9}),
+                            Data.pattern(arena, AM_SIZE, 2));
+                    assertEquals(AM_SIZE, am.get(10, TimeUnit.SECONDS)); // the receiver's worker has not moved
+                    Thread.sleep(300);
+                    assertFalse(tag.isDone(), "a tag send completed with its receiver idle: " + tag);
+                    received(arena, receiver);
+                    assertEquals(TAG_SIZE, tag.get(10, TimeUnit.SECONDS));
+                }
+            });
+        } finally {
+            // the environment is the process's: later tests (and the peers they start) get what they had
+            for (int i = 0; i < keys.length; i++) {
+                if (was[i] == null) {
+                    ConfigAndInfoTest.nativeUnsetenv(keys[i]);
+                } else {
+                    Ucx.open(UcxOptions.defaults().with(keys[i].substring(4), was[i])).close();
+                }
+                assertEquals(was[i], ConfigAndInfoTest.nativeGetenv(keys[i]), keys[i]);
+            }
+        }
     }
 
     /** An explicit rendezvous threshold, or eager sends turned off: UCX's own choice, rendezvous from 32 KiB. */

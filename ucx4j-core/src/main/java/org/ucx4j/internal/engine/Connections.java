@@ -229,6 +229,7 @@ final class Connections {
             c.socketLane = lanes.stream().anyMatch(t -> t.startsWith("tcp/"));
             c.eagerSends = engine.eagerSendsAllowed && !c.raw && !lanes.isEmpty()
                     && lanes.stream().allMatch(TransportInfo::isFifo) && TransportInfo.firstProtocols(info);
+            c.eagerTagSends = c.eagerSends && engine.eagerTagSendsAllowed;
             c.state = EndpointCore.OPEN;
         } finally {
             Ucp.free(addr);

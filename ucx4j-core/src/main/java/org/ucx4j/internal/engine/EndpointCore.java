@@ -92,6 +92,8 @@ public final class EndpointCore {
      * receive segments until taken, and a receiver's refusal no longer reaches the sender.
      */
     boolean eagerSends;
+    /** ... and tag sends too ({@link Engine#eagerTagSendsAllowed}: not with a FIFO of more than 64 slots). */
+    boolean eagerTagSends;
     /** Active messages up to this payload go eagerly where {@link #eagerSends} (UCX 1.20's own limit is ~540 KiB). */
     static final long EAGER_AM_MAX = 512 * 1024;
     /** ... and with a wire header up to this: UCX packs the header into the first fragment. */
@@ -99,12 +101,12 @@ public final class EndpointCore {
 
     /**
      * The request attributes of a tag send larger than UCX's short protocol: {@code UCP_OP_ATTR_FLAG_FAST_CMPL} where
-     * {@link #eagerSends} (UCX's first protocols then send eagerly below their "local" rendezvous threshold,
+     * {@link #eagerTagSends} (UCX's first protocols then send eagerly below their "local" rendezvous threshold,
      * {@code RNDV_SEND_NBR_THRESH}, which ucx4j sets to 520 KiB unless the application did: the {@code tag_send_nbr}
      * row of {@code ucp_ep_print_info}), else none.
      */
     int tagSendAttrs() {
-        return eagerSends ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FAST_CMPL : 0;
+        return eagerTagSends ? org.ucx4j.internal.ffi.Structs.UCP_OP_ATTR_FLAG_FAST_CMPL : 0;
     }
 
     /**

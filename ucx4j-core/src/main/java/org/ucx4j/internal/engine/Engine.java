@@ -76,6 +76,16 @@ public final class Engine {
      * ({@link EndpointCore#eagerSends}).
      */
     final boolean eagerSendsAllowed;
+    /**
+     * ... and so may tag sends: only with receive FIFOs of at most {@link #EAGER_TAG_FIFO_MAX} slots. On UCX 1.13
+     * with 256 slots (UCX 1.16's default, which an application may set) a receiver whose eager tag messages of
+     * several segments arrive before its receives fell behind and never caught up: UCX kept every segment of the
+     * messages waiting, and the receiver's shared memory grew without bound (23 GB in 600 000 messages of 64 KiB),
+     * where 64 slots held it at ~30 MB. Active messages, single-segment and rendezvous tag messages do not do that.
+     */
+    final boolean eagerTagSendsAllowed;
+    /** UCX's own FIFO size before 1.16: the largest with which ucx4j asks for eager tag sends. */
+    static final long EAGER_TAG_FIFO_MAX = 64;
     final long worker;
     /**
      * The largest active-message header UCX takes on this worker (its smallest transport's limit: a few KiB with
@@ -159,7 +169,7 @@ public final class Engine {
         int[] version = Ucp.version();
         this.recvInfoAtOnce = version[0] > 1 || version[1] >= 16;
         long ctx = 0, wrk = 0, types;
-        boolean eager;
+        boolean eager, eagerTags;
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(JAVA_LONG);
             long config = UcxConfig.read(cfg.ucxOptions(), cfg.environmentWins());
@@ -179,6 +189,7 @@ public final class Engine {
                 ctx = out.get(JAVA_LONG, 0);
                 types = Ucp.contextMemoryTypes(ctx);
                 eager = cfg.eagerSends() && UcxConfig.rendezvousLeftToUcx(config);
+                eagerTags = eager && UcxConfig.largestFifo() <= EAGER_TAG_FIFO_MAX;
                 Ucp.createMemtypeCache(); // stream sends' short protocol (see there)
             } finally {
                 Ucp.configRelease(config);
@@ -203,6 +214,7 @@ public final class Engine {
         this.context = ctx;
         this.memoryTypes = types;
         this.eagerSendsAllowed = eager;
+        this.eagerTagSendsAllowed = eagerTags;
         this.hostOnly = cfg.hostMemoryOnly() || (memoryTypes & ~(1L << UCS_MEMORY_TYPE_HOST)) == 0;
         this.worker = wrk;
         int registered = -1;
@@ -1974,12 +1986,16 @@ public final class Engine {
 
     public String endpointInfo(EndpointCore c) {
         return onOwner(() -> c.handle == 0 ? "" : Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))
-                + (c.eagerSends ? EAGER_SENDS_INFO : ""));
+                + (c.eagerTagSends ? EAGER_SENDS_INFO : c.eagerSends ? EAGER_AM_SENDS_INFO : ""));
     }
 
     /** The line {@link #endpointInfo} adds for an endpoint that sends eagerly ({@link EndpointCore#eagerSends}). */
     static final String EAGER_SENDS_INFO = "# ucx4j eager sends: tag_send takes the tag_send_nbr thresholds "
             + "(UCP_OP_ATTR_FLAG_FAST_CMPL); am_send is eager up to " + EndpointCore.EAGER_AM_MAX + " B\n";
+    /** ... for one that sends only active messages eagerly ({@link #eagerTagSendsAllowed}). */
+    static final String EAGER_AM_SENDS_INFO = "# ucx4j eager sends: am_send is eager up to " + EndpointCore.EAGER_AM_MAX
+            + " B; tag_send keeps UCX's thresholds (shared-memory FIFO of more than " + EAGER_TAG_FIFO_MAX
+            + " slots)\n";
 
     private <T> T onOwner(Supplier<T> s) {
         return onOwner("info", s);

@@ -104,8 +104,7 @@ public final class UcxConfig {
      * with no settings of their own differ too).
      */
     static String sharedMemorySettings() {
-        int[] version = Ucp.version();
-        String fifo = version[0] > 1 || version[1] >= 16 ? "256" : "64";
+        String fifo = defaultFifo();
         Map<String, String> resolved = resolved(Ucp.printAllOptions());
         StringBuilder b = new StringBuilder();
         for (String transport : new String[] {"POSIX", "SYSV"}) {
@@ -116,6 +115,30 @@ public final class UcxConfig {
             }
         }
         return b.toString();
+    }
+
+    /** UCX's own FIFO size: 64 slots up to UCX 1.15, 256 since 1.16. */
+    private static String defaultFifo() {
+        int[] version = Ucp.version();
+        return version[0] > 1 || version[1] >= 16 ? "256" : "64";
+    }
+
+    /**
+     * The larger of the posix and sysv receive FIFOs, in slots, as UCX will size them ({@link #resolve}); a value
+     * that is not a number counts as large.
+     */
+    static long largestFifo() {
+        Map<String, String> resolved = resolved(Ucp.printAllOptions());
+        long largest = 0;
+        for (String transport : new String[] {"POSIX", "SYSV"}) {
+            String v = resolve(resolved, transport, "FIFO_SIZE", defaultFifo());
+            try {
+                largest = Math.max(largest, Long.parseLong(v.strip()));
+            } catch (NumberFormatException e) {
+                largest = Long.MAX_VALUE;
+            }
+        }
+        return largest;
     }
 
     /**
