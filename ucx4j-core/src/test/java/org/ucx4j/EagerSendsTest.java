@@ -40,10 +40,8 @@ class EagerSendsTest {
             // UCX's first protocols print a row of thresholds per operation; ucx4j says where it asks for eager sends
             assertEquals(sender.info().contains("tag_send: "), sender.info().contains(EAGER_LINE), sender.info());
             try (Arena arena = Arena.ofConfined()) {
-                firstActiveMessage(arena, receiver, sender);
-                CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
-                CompletableFuture<Long> am = sender.amSendAsync(MemorySegment.ofArray(new byte[] {9}),
-                        Data.pattern(arena, AM_SIZE, 2));
+                Sent sent = send(arena, receiver, sender);
+                CompletableFuture<Long> tag = sent.tag(), am = sent.am();
                 assertEquals(TAG_SIZE, tag.get(10, TimeUnit.SECONDS)); // the receiver's worker has not moved
                 assertEquals(AM_SIZE, am.get(10, TimeUnit.SECONDS));
                 received(arena, receiver);
@@ -72,10 +70,8 @@ class EagerSendsTest {
                 assertFalse(sender.info().contains(EAGER_LINE), sender.info());
                 assertTrue(sender.info().contains("# ucx4j eager sends: am_send is eager up to"), sender.info());
                 try (Arena arena = Arena.ofConfined()) {
-                    firstActiveMessage(arena, receiver, sender);
-                    CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
-                    CompletableFuture<Long> am = sender.amSendAsync(MemorySegment.ofArray(new byte[] {9}),
-                            Data.pattern(arena, AM_SIZE, 2));
+                    Sent sent = send(arena, receiver, sender);
+                    CompletableFuture<Long> tag = sent.tag(), am = sent.am();
                     assertEquals(AM_SIZE, am.get(10, TimeUnit.SECONDS)); // the receiver's worker has not moved
                     Thread.sleep(300);
                     assertFalse(tag.isDone(), "a tag send completed with its receiver idle: " + tag);
@@ -108,10 +104,8 @@ class EagerSendsTest {
             // UCX 1.16 and later choose eager sends over shared memory themselves: only a threshold overrides them
             assumeTrue(threshold || sender.info().contains("tag_send: "), "UCX's own choice is eager here");
             try (Arena arena = Arena.ofConfined()) {
-                firstActiveMessage(arena, receiver, sender);
-                CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
-                CompletableFuture<Long> am = sender.amSendAsync(MemorySegment.ofArray(new byte[] {9}),
-                        Data.pattern(arena, AM_SIZE, 2));
+                Sent sent = send(arena, receiver, sender);
+                CompletableFuture<Long> tag = sent.tag(), am = sent.am();
                 Thread.sleep(300);
                 assertFalse(tag.isDone(), "a rendezvous send completed with its receiver idle: " + tag);
                 assertFalse(am.isDone(), "a rendezvous active message completed with its receiver idle: " + am);
@@ -134,6 +128,18 @@ class EagerSendsTest {
             Data.verify(m.payload(), 4096, 3);
         }
         assertEquals(4096, first.get(10, TimeUnit.SECONDS));
+    }
+
+    /** A tag message and an active message in flight, sent after {@link #firstActiveMessage}. */
+    private record Sent(CompletableFuture<Long> tag, CompletableFuture<Long> am) {}
+
+    /** {@link #firstActiveMessage}, then a {@link #TAG_SIZE} tag message and an {@link #AM_SIZE} active message. */
+    private static Sent send(Arena arena, Endpoint receiver, Endpoint sender) throws Exception {
+        firstActiveMessage(arena, receiver, sender);
+        CompletableFuture<Long> tag = sender.sendAsync(Data.pattern(arena, TAG_SIZE, 1), TAG);
+        CompletableFuture<Long> am = sender.amSendAsync(MemorySegment.ofArray(new byte[] {9}),
+                Data.pattern(arena, AM_SIZE, 2));
+        return new Sent(tag, am);
     }
 
     /** The receiver takes both messages and checks every byte. */
