@@ -235,16 +235,54 @@ final class UcxRuns {
             java.util.regex.Pattern.compile("(?m)^#\\s*tag_send_nbr:\\s.*?\\.\\.(\\d+)\\.\\.<rndv>");
 
     /**
-     * The smallest tag message UCX sends by rendezvous, from {@code ucp_ep_print_info}'s {@code tag_send:} row
-     * (UCX before 1.16: {@code 0..<egr/short>..93..<egr/bcopy>..32832..<rndv>..(inf)} gives 32832), or from its
-     * {@code tag_send_nbr:} row where ucx4j's own last line says its tag sends take those thresholds (eager sends over
-     * shared memory: 262144), or -1 if the text has no such row (UCX's newer protocol tables are printed otherwise).
-     * The server reads its own endpoint's: both sides of a benchmark run with the same options.
+     * The smallest tag message UCX sends by rendezvous, from {@code ucp_ep_print_info}. UCX before 1.16 prints one
+     * row per operation: the {@code tag_send:} row ({@code 0..<egr/short>..93..<egr/bcopy>..32832..<rndv>..(inf)}
+     * gives 32832), or the {@code tag_send_nbr:} row where ucx4j's own last line says its tag sends take those
+     * thresholds (eager sends over shared memory: 262144). UCX 1.16 and later print a table per selection, titled
+     * {@code tagged message by ucp_tag_send* from host memory} (or {@code ucp_tag_send*(fast-completion)} for the
+     * {@code tag_send_nbr} case), whose first rendezvous row starts at the threshold ({@code 553109..inf},
+     * {@code 520K..inf}). -1 if the text has none of these. The server reads its own endpoint's: both sides of a
+     * benchmark run with the same options.
      */
     static long rendezvousFrom(String epInfo) {
         boolean fast = epInfo.contains("# ucx4j eager sends: tag_send takes the tag_send_nbr thresholds");
         java.util.regex.Matcher m = (fast ? TAG_SEND_NBR_RNDV : TAG_SEND_RNDV).matcher(epInfo);
-        return m.find() ? Long.parseLong(m.group(1)) : -1;
+        if (m.find()) {
+            return Long.parseLong(m.group(1));
+        }
+        return rendezvousFromTable(epInfo, fast ? "ucp_tag_send*(fast-completion) from host"
+                : "ucp_tag_send* from host");
+    }
+
+    /** A table row of UCX 1.16+: {@code # |  553109..inf | (?) rendezvous fragmented copy-in copy-out | posix/memory |}. */
+    private static final java.util.regex.Pattern TABLE_ROW = java.util.regex.Pattern
+            .compile("^#\\s*\\|\\s*(\\d+[KMGT]?)\\.\\.\\S+\\s*\\|([^|]*)\\|");
+
+    private static long rendezvousFromTable(String epInfo, String selection) {
+        boolean inTable = false;
+        for (String line : epInfo.split("\n")) {
+            if (line.contains("|") && line.contains(" by ucp_")) { // a table's title row
+                inTable = line.contains("tagged message by " + selection);
+                continue;
+            }
+            java.util.regex.Matcher row = inTable ? TABLE_ROW.matcher(line) : null;
+            if (row != null && row.find() && row.group(2).contains("rendezvous")) {
+                return units(row.group(1));
+            }
+        }
+        return -1;
+    }
+
+    /** UCX's memory units: {@code 553109}, {@code 520K}, {@code 2M}. */
+    private static long units(String s) {
+        int shift = switch (s.charAt(s.length() - 1)) {
+            case 'K' -> 10;
+            case 'M' -> 20;
+            case 'G' -> 30;
+            case 'T' -> 40;
+            default -> 0;
+        };
+        return Long.parseLong(shift == 0 ? s : s.substring(0, s.length() - 1)) << shift;
     }
 
     static void quit(Endpoint ep) {
