@@ -99,6 +99,23 @@ class RendezvousThresholdTest {
         }
     }
 
+    /**
+     * On every UCX version (1.13's rows, 1.16+'s tables) the threshold of a live shared-memory endpoint is found:
+     * the benchmark never falls back to its fixed guess there.
+     */
+    @Test
+    void aLiveSharedMemoryEndpointHasAThresholdOnEveryUcx() throws Exception {
+        try (org.ucx4j.Ucx a = org.ucx4j.Ucx.open(); org.ucx4j.Ucx b = org.ucx4j.Ucx.open();
+                org.ucx4j.Listener l = b.listen(0, ep -> {});
+                org.ucx4j.Endpoint ep = a.connect("127.0.0.1", l.port())) {
+            org.junit.jupiter.api.Assumptions.assumeTrue(ep.transports().stream()
+                    .allMatch(t -> t.startsWith("posix/") || t.startsWith("sysv/")), "not over shared memory");
+            String info = ep.info();
+            long t = UcxRuns.rendezvousFrom(info);
+            org.junit.jupiter.api.Assertions.assertTrue(t > 0, info);
+        }
+    }
+
     @Test
     void noRendezvousInTheRowOrNoRowIsUnknown() {
         assertEquals(-1, UcxRuns.rendezvousFrom("#   tag_send: 0..<egr/short>..93..<egr/bcopy>..(inf)\n"
