@@ -29,7 +29,7 @@ import org.ucx4j.internal.engine.TestHooks;
 @org.junit.jupiter.api.Timeout(120)
 class CallerModeTest {
     static final Duration T = Duration.ofSeconds(10);
-    static final long[] SIZES = {0, 8, 4096, 64 * 1024, 1 << 20}; // eager and rendezvous
+    static final long[] SIZES = {0, 8, 4096, 64 * 1024, 1 << 20}; // eager and, with Data.rendezvous(), rendezvous
     static final int WARM_UP = 77;
 
     interface Body {
@@ -146,7 +146,7 @@ class CallerModeTest {
 
     @Test
     void receiveOfAMessageAlreadyWaitingTakesItByHandle() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 EndpointStats before = client.stats();
                 for (long size : SIZES) {
@@ -184,7 +184,7 @@ class CallerModeTest {
 
     @Test
     void receivePostedBeforeItsMessageIsPolled() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 for (long size : SIZES) {
                     MemorySegment buf = arena.allocate(Math.max(1, size)).asSlice(0, size);
@@ -309,9 +309,9 @@ class CallerModeTest {
      */
     @Test
     void rendezvousSendsOfTheOwnerCompleteByPollingEvenOutOfOrder() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             int n = 80; // more than the engine's first 64 ring slots: the ring grows with all of them in flight
-            long size = 1 << 20; // rendezvous on every UCX version and transport (1.20: 256 KiB goes eagerly)
+            long size = 1 << 20; // rendezvous (Data.rendezvous())
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment out = arena.allocate(size * n);
                 MemorySegment in = arena.allocate(size * n);
@@ -348,7 +348,7 @@ class CallerModeTest {
      */
     @Test
     void aPolledSendCompletesWhileAnOlderOneWaitsForItsReceive() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 long size = 1 << 20;
                 MemorySegment older = arena.allocate(size).fill((byte) 1);
@@ -396,7 +396,7 @@ class CallerModeTest {
      */
     @Test
     void aPolledSendInFlightFailsTypedWhenThePeerAborts() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment big = arena.allocate(4 << 20);
                 CompletableFuture<Long> first = server.recvAsync(big, 76);
@@ -421,7 +421,7 @@ class CallerModeTest {
      */
     @Test
     void asyncReceivesOfOneTagAreTestedOnTheOwnerAndTheirDependentsMayBlock() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             int n = 100; // more than the ring's first 64 slots
             try (Arena arena = Arena.ofShared()) {
                 long[] sizes = new long[n];
@@ -484,7 +484,7 @@ class CallerModeTest {
      */
     @Test
     void asyncStreamReceivesAreTestedOnTheOwnerAndTheirDependentsMayBlock() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             int n = 90;
             try (Arena arena = Arena.ofShared()) {
                 long[] sizes = new long[n];
@@ -645,8 +645,7 @@ class CallerModeTest {
      */
     @Test
     void rendezvousActiveMessagesAllocateOnlyTheMessage() throws Exception {
-        // rendezvous from 64 KiB on every UCX version (1.20 sends up to ~570 KiB eagerly over shared memory)
-        withCallerClient(UcxOptions.defaults().with("RNDV_THRESH", "64k"), (a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             int size = 128 * 1024;
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment out = arena.allocate(size).fill((byte) 0x3c), empty = arena.allocate(0);
@@ -728,7 +727,7 @@ class CallerModeTest {
 
     @Test
     void activeMessagesBothWaysOnTheOwnerThread() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 byte[] header = {1, 2, 3};
                 long receivedBefore = server.stats().messagesReceived();
@@ -768,7 +767,7 @@ class CallerModeTest {
 
     @Test
     void streamsBothWaysOnTheOwnerThread() throws Exception {
-        withCallerClient((a, client, server) -> {
+        withCallerClient(Data.rendezvous(), (a, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 for (long size : SIZES) {
                     if (size == 0) {

@@ -46,6 +46,17 @@ final class Data {
         }
     }
 
+    /**
+     * Options under which tag, stream and active messages of 64 KiB and more go by rendezvous on every UCX version,
+     * for tests whose subject is a send that waits for its receive, or a receive that is matched before its data
+     * lands. UCX's own threshold moves between versions: 1.16 and later send up to ~540 KiB eagerly over shared
+     * memory, and 1.18 over shared memory without CMA (as with ucx4j's peer error handling) puts it at hundreds of
+     * megabytes, and sends every active message eagerly.
+     */
+    static UcxOptions rendezvous() {
+        return UcxOptions.defaults().with("RNDV_THRESH", "64k");
+    }
+
     /** Waits up to 10 s for {@code condition}; fails the test if it never holds. */
     static void eventually(java.util.function.BooleanSupplier condition) throws InterruptedException {
         long until = System.nanoTime() + 10_000_000_000L;

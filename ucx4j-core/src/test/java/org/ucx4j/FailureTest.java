@@ -103,7 +103,12 @@ class FailureTest {
     }
 
     static void pair(PairBody body) throws Exception {
-        try (Ucx a = Ucx.open(); Ucx b = Ucx.open()) {
+        pair(UcxOptions.defaults(), body);
+    }
+
+    /** {@link #pair(PairBody)} with {@code options} for both sides. */
+    static void pair(UcxOptions options, PairBody body) throws Exception {
+        try (Ucx a = Ucx.open(options); Ucx b = Ucx.open(options)) {
             CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
             try (Listener l = b.listen(0, accepted::complete)) {
                 Endpoint client = a.connect("127.0.0.1", l.port());
@@ -115,8 +120,8 @@ class FailureTest {
 
     @Test
     void truncationIsAnErrorNotSilent() throws Exception {
-        pair((a, b, client, server) -> {
-            for (int size : new int[] {64, 1 << 20}) { // eager and rendezvous (1.20 sends 256 KiB eagerly)
+        pair(Data.rendezvous(), (a, b, client, server) -> {
+            for (int size : new int[] {64, 1 << 20}) { // eager and rendezvous
                 try (Arena arena = Arena.ofShared()) {
                     MemorySegment small = arena.allocate(16);
                     CompletableFuture<Long> r = server.recvAsync(small, 1);
@@ -388,7 +393,7 @@ class FailureTest {
      */
     @Test
     void aRendezvousMessageAClosingPeerLeftBehindFailsItsReceive() throws Exception {
-        pair((a, b, client, server) -> {
+        pair(Data.rendezvous(), (a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 CompletableFuture<Long> sent = client.sendAsync(Data.pattern(arena, 4 << 20, 7), 8);
                 Data.eventually(() -> server.probe(8, false) != null);

@@ -146,7 +146,7 @@ class LifecycleGuardsTest {
 
     @Test
     void aTimedOutSendIsATimeoutAndItsEndpointIsAborted() throws Exception {
-        FailureTest.pair((a, b, client, server) -> {
+        FailureTest.pair(Data.rendezvous(), (a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment big = Data.pattern(arena, 4 << 20, 1); // rendezvous: waits for a receive never posted
                 UcxTimeoutException e = assertThrows(UcxTimeoutException.class,
@@ -159,7 +159,7 @@ class LifecycleGuardsTest {
 
     @Test
     void blockingInsideUcxProgressIsRefusedNotReentered() throws Exception {
-        FailureTest.pair((a, b, client, server) -> {
+        FailureTest.pair(Data.rendezvous(), (a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment big = arena.allocate(1 << 20);
                 MemorySegment other = arena.allocate(8);

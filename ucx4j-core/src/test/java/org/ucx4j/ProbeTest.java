@@ -26,7 +26,7 @@ class ProbeTest {
 
     @Test
     void workerLevelPeekThenRemoveThenReceiveByHandle() throws Exception {
-        FailureTest.pair((a, b, client, server) -> {
+        FailureTest.pair(Data.rendezvous(), (a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 assertNull(b.probe(0x50, 0xF0, false), "nothing sent yet");
                 for (long size : new long[] {0, 100, 1 << 20}) { // eager and rendezvous
@@ -62,7 +62,7 @@ class ProbeTest {
      */
     @Test
     void aBlockingReceiveOfAProbedMessageRefusedInsideProgressLeavesTheMessage() throws Exception {
-        FailureTest.pair((a, b, client, server) -> {
+        FailureTest.pair(Data.rendezvous(), (a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 client.send(Data.pattern(arena, 100, 4), 7);
                 client.sendTagged(Data.pattern(arena, 100, 5), 0x77);

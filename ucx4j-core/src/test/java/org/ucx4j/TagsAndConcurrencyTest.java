@@ -272,7 +272,7 @@ class TagsAndConcurrencyTest {
      */
     @Test
     void aCanceledSendEndsCanceledAndTakesItsEndpointDown() throws Exception {
-        FailureTest.pair((a, b, client, server) -> {
+        FailureTest.pair(Data.rendezvous(), (a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 CompletableFuture<Long> s = client.sendAsync(Data.pattern(arena, 1 << 20, 1), 77); // nobody receives
                 // a send made after it has completed: the worker's owner took both in order, so UCX has the big one
@@ -334,7 +334,7 @@ class TagsAndConcurrencyTest {
      */
     @Test
     void aSendTimedOutFromOutsideEndsOnlyWhenUcxHasLetGo() throws Exception {
-        FailureTest.pair((a, b, client, server) -> {
+        FailureTest.pair(Data.rendezvous(), (a, b, client, server) -> {
             try (Arena arena = Arena.ofShared()) {
                 CompletableFuture<Long> s = client.sendAsync(Data.pattern(arena, 1 << 20, 1), 77) // nobody receives
                         .orTimeout(50, TimeUnit.MILLISECONDS);
@@ -353,7 +353,7 @@ class TagsAndConcurrencyTest {
      */
     @Test
     void cancelingAReceiveNeverLosesAMessage() throws Exception {
-        FailureTest.pair((a, b, client, server) -> {
+        FailureTest.pair(Data.rendezvous(), (a, b, client, server) -> {
             int rounds = 40;
             long size = 1 << 20; // rendezvous: matched well before its data has landed
             int canceled = 0, delivered = 0;
