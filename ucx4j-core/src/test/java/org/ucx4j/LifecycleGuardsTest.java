@@ -43,6 +43,66 @@ class LifecycleGuardsTest {
         });
     }
 
+    /**
+     * An abort while UCX holds a flush of the endpoint (its peer takes nothing, so the flush waits for room) waits
+     * for the flush a bounded while, then closes all the same: the flush and the sends before it fail. A forced
+     * close that does not wait can leave UCX a flush it resumes later through the freed endpoint (UCX 1.18).
+     */
+    @Test
+    void anAbortWaitsForAFlushUcxHoldsOnlyWithinItsBound() throws Exception {
+        CallerModeTest.withCallerClient((a, client, server) -> {
+            List<CompletableFuture<Long>> sends = sendUntilOneWaits(server);
+            CompletableFuture<Long> flushing = server.flushAsync();
+            assertThrows(java.util.concurrent.TimeoutException.class, () -> flushing.get(100, TimeUnit.MILLISECONDS));
+            int before = org.ucx4j.internal.engine.TestHooks.closesAfterFlushes();
+            server.abort();
+            server.closeFuture().get(10, TimeUnit.SECONDS); // the caller-mode peer never progresses
+            assertTrue(org.ucx4j.internal.engine.TestHooks.closesAfterFlushes() > before, "the close waited");
+            assertThrows(java.util.concurrent.ExecutionException.class, () -> flushing.get(10, TimeUnit.SECONDS));
+            assertThrows(java.util.concurrent.ExecutionException.class,
+                    () -> sends.getLast().get(10, TimeUnit.SECONDS));
+        });
+    }
+
+    /** The flush an abort waits for ends as the peer takes what came before it; then the close goes. */
+    @Test
+    void anAbortedEndpointClosesOnceTheFlushItWaitedForEnds() throws Exception {
+        long was = org.ucx4j.internal.engine.TestHooks.flushWaitBound(60_000); // no bound: only the flush's end
+        try {
+            CallerModeTest.withCallerClient((a, client, server) -> {
+                List<CompletableFuture<Long>> sends = sendUntilOneWaits(server);
+                CompletableFuture<Long> flushing = server.flushAsync();
+                assertThrows(java.util.concurrent.TimeoutException.class,
+                        () -> flushing.get(100, TimeUnit.MILLISECONDS));
+                server.abort();
+                assertFalse(server.closeFuture().isDone(), "the close waits for the flush");
+                CallerModeTest.drive(a, flushing); // the peer takes the messages: the flush ends, not purged
+                for (CompletableFuture<Long> s : sends) {
+                    assertEquals(4096, s.get(10, TimeUnit.SECONDS));
+                }
+                CallerModeTest.drive(a, server.closeFuture());
+            });
+        } finally {
+            org.ucx4j.internal.engine.TestHooks.flushWaitBound(was);
+        }
+    }
+
+    /** Sends 4 KiB messages to a peer that does not progress until one waits for room (at most 64 MiB). */
+    private static List<CompletableFuture<Long>> sendUntilOneWaits(Endpoint ep) throws Exception {
+        List<CompletableFuture<Long>> sends = new java.util.ArrayList<>();
+        byte[] m = new byte[4096];
+        for (int i = 0; i < 16 * 1024; i++) {
+            CompletableFuture<Long> s = ep.sendAsync(m, 3);
+            sends.add(s);
+            try {
+                s.get(200, TimeUnit.MILLISECONDS);
+            } catch (java.util.concurrent.TimeoutException e) {
+                return sends;
+            }
+        }
+        throw new AssertionError("every send completed: the peer took them without progressing");
+    }
+
     @Test
     void aCloseThatCannotReachTheWorkerKeepsItsWholeBound() throws Exception {
         CallerModeTest.withCallerClient((a, client, server) -> {

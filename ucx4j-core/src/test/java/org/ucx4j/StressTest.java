@@ -72,8 +72,9 @@ class StressTest {
         server.close();
         long t2 = System.nanoTime();
         stop.set(true);
-        System.out.printf("StressTest %s: %d exchanges; closing took %d ms (client), %d ms (server)%n", mode,
-                exchanges.get(), (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000);
+        System.out.printf("StressTest %s: %d exchanges; closing took %d ms (client), %d ms (server); %d closes so"
+                + " far waited for a flush%n", mode, exchanges.get(), (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000,
+                org.ucx4j.internal.engine.TestHooks.closesAfterFlushes());
         for (Thread w : workers) {
             assertTrue(w.join(Duration.ofSeconds(30)), "a worker thread hung after close: "
                     + java.util.Arrays.toString(w.getStackTrace()));

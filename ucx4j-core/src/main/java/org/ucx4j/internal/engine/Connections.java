@@ -377,26 +377,58 @@ final class Connections {
         close.what = "close";
         close.ep = c;
         close.whenComplete((v, e) -> releaseEndpoint(c));
-        engine.requests.post(close);
+        if (c.flushesInUcx > 0) {
+            // a flush UCX holds may sit in its progress queue, to be resumed there (when it was put off while the
+            // endpoint's lanes were being replaced, UCX 1.18): a forced close frees the endpoint and leaves that
+            // entry, which then reads through the freed endpoint (JVM crashes in StressTest on UCX 1.18.1). The
+            // close waits for the flushes, which end once what was sent before them is out (flushEnded); past a
+            // bound, for a peer that takes nothing, it goes after this worker's next progress, which has resumed
+            // any such flush by then
+            c.closeAfterFlushes = close;
+            TestHooks.closesAfterFlushes.incrementAndGet();
+            later(flushWaitBoundMs, () -> {
+                if (c.closeAfterFlushes == close) {
+                    c.closeAfterFlushes = null;
+                    postAfterProgress(c, close);
+                }
+            });
+        } else {
+            engine.requests.post(close);
+        }
         if (!close.done && !engine.peerErrorHandling) {
             // a flushing close (see Requests) to a peer that is gone may never end: the endpoint is released
             // after a bound all the same, and UCX finishes (or the worker's close ends) its close request later
-            Thread.ofVirtual().name("ucx4j-close-bound").start(() -> {
-                try {
-                    Thread.sleep(FLUSHING_CLOSE_BOUND_MS);
-                } catch (InterruptedException e) {
-                    return;
-                }
+            later(FLUSHING_CLOSE_BOUND_MS, () -> {
                 if (!close.done) {
-                    engine.execute(() -> {
-                        if (!close.done) {
-                            close.finish(0, 0, null);
-                        }
-                    });
+                    close.finish(0, 0, null);
                 }
             });
         }
     }
+
+    /** Runs {@code task} on the owner thread after {@code millis} (refused once the worker stops). */
+    private void later(long millis, Runnable task) {
+        Thread.ofVirtual().name("ucx4j-close-bound").start(() -> {
+            try {
+                Thread.sleep(millis);
+            } catch (InterruptedException e) {
+                return;
+            }
+            engine.execute(task);
+        });
+    }
+
+    /** Posts a close after the worker's next progress call ends, unless the endpoint was released meanwhile. */
+    private void postAfterProgress(EndpointCore c, Op close) {
+        engine.deferred.add(() -> {
+            if (c.handle != 0 && !close.done) { // released meanwhile: by the worker's close, or the bound below
+                engine.requests.post(close);
+            }
+        });
+    }
+
+    /** How long a close waits for the endpoint's flushes before it goes all the same (tests: {@link TestHooks}). */
+    static volatile long flushWaitBoundMs = 200;
 
     /** How long a close without peer error handling, which cannot be forced, may flush before the release. */
     static final long FLUSHING_CLOSE_BOUND_MS = 5000;
@@ -545,6 +577,18 @@ final class Connections {
             }
             c.closed.complete(null);
         });
+    }
+
+    /**
+     * A counted flush of {@code c} ended (owner thread, maybe inside UCX's callbacks): the close that waited for
+     * the last one goes after the progress call, outside them.
+     */
+    void flushEnded(EndpointCore c) {
+        if (--c.flushesInUcx == 0 && c.closeAfterFlushes != null) {
+            Op close = c.closeAfterFlushes;
+            c.closeAfterFlushes = null;
+            postAfterProgress(c, close); // not inside UCX's callbacks, where the flush ended
+        }
     }
 
     /** Graceful close: cancel receives, flush sends (bounded by the caller's wait), then force-close. */

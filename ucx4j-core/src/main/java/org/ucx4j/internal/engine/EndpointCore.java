@@ -145,6 +145,10 @@ public final class EndpointCore {
     public volatile boolean flushed;
     /** Its operations UCX holds a request for (owner thread). */
     final PendingOps pending = new PendingOps();
+    /** Flushes of this endpoint UCX holds a request for (owner thread); its close waits for them. */
+    int flushesInUcx;
+    /** The close put off until {@link #flushesInUcx} is 0 (owner thread; {@link Connections#abortOnOwner}). */
+    Op closeAfterFlushes;
     final SafeFuture<Void> closed;
     /** Close callbacks not yet run; guarded by itself, with {@link #callbacksFired} and {@link #closeCause}. */
     private final List<Consumer<Throwable>> closeCallbacks = new java.util.ArrayList<>();

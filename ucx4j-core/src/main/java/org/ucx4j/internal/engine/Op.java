@@ -85,6 +85,8 @@ public final class Op extends EngineFuture<Long> {
     long request;
     /** {@link #request} was released to UCX as the worker went ({@code ucp_request_free}): UCX frees it. */
     boolean requestReleased;
+    /** A flush of {@link #ep} counted in its {@code flushesInUcx} while UCX holds it. */
+    boolean countedFlush;
     int slot = -1;
     Op pendingPrev;
     Op pendingNext;
@@ -224,6 +226,7 @@ public final class Op extends EngineFuture<Long> {
         CANCEL.set(this, false);
         request = 0;
         requestReleased = false;
+        countedFlush = false;
         slot = -1;
         pendingPrev = pendingNext = null;
         polled = false;

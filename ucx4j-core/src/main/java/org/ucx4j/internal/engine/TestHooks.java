@@ -115,4 +115,22 @@ public final class TestHooks {
     public static int amEntriesReady(EndpointCore ep) {
         return ep.inboxes[AmWire.PLAIN].ready();
     }
+
+    /** Closes that waited for a flush UCX held on their endpoint (any engine). */
+    static final java.util.concurrent.atomic.AtomicInteger closesAfterFlushes =
+            new java.util.concurrent.atomic.AtomicInteger();
+
+    public static int closesAfterFlushes() {
+        return closesAfterFlushes.get();
+    }
+
+    /**
+     * How long an endpoint's close waits for the flushes UCX holds on it before it goes all the same (default
+     * 200 ms); returns the previous bound, to restore.
+     */
+    public static long flushWaitBound(long millis) {
+        long was = Connections.flushWaitBoundMs;
+        Connections.flushWaitBoundMs = millis;
+        return was;
+    }
 }
