@@ -378,12 +378,12 @@ final class Connections {
         close.ep = c;
         close.whenComplete((v, e) -> releaseEndpoint(c));
         if (c.flushesInUcx > 0) {
-            // a flush UCX holds may sit in its progress queue, to be resumed there (when it was put off while the
-            // endpoint's lanes were being replaced, UCX 1.18): a forced close frees the endpoint and leaves that
-            // entry, which then reads through the freed endpoint (JVM crashes in StressTest on UCX 1.18.1). The
-            // close waits for the flushes, which end once what was sent before them is out (flushEnded); past a
-            // bound, for a peer that takes nothing, it goes after this worker's next progress, which has resumed
-            // any such flush by then
+            // a flush UCX holds may sit in its progress queue, to be resumed there (one it put off, e.g. while the
+            // endpoint's lanes changed): a forced close frees the endpoint and leaves that entry, which then reads
+            // through the freed endpoint (the likely cause of JVM crashes in StressTest on UCX 1.18.1). The close
+            // waits for the flushes, which end once what was sent before them is out (flushEnded); past a bound,
+            // for a peer that takes nothing, it goes after this worker's next progress, which has resumed any such
+            // flush by then (docs/internals.md, "Two faults StressTest found")
             c.closeAfterFlushes = close;
             TestHooks.closesAfterFlushes.incrementAndGet();
             later(flushWaitBoundMs, () -> {
