@@ -591,6 +591,22 @@ final class Connections {
         }
     }
 
+    /**
+     * The worker stops (owner thread, just before its destroy, with no progress call after this): the closes that
+     * still wait for their endpoints' flushes go now.
+     */
+    void closeWaitingNow() {
+        for (EndpointCore c : eps) {
+            if (c != null && c.closeAfterFlushes != null) {
+                Op close = c.closeAfterFlushes;
+                c.closeAfterFlushes = null;
+                if (c.handle != 0 && !close.done) {
+                    engine.requests.post(close);
+                }
+            }
+        }
+    }
+
     /** Graceful close: cancel receives, flush sends (bounded by the caller's wait), then force-close. */
     Op closeEndpoint(EndpointCore c) {
         Op flush = new Op(engine);
