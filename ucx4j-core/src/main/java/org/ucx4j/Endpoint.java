@@ -1472,7 +1472,9 @@ public final class Endpoint implements AutoCloseable {
     /**
      * {@link #close()} within {@code timeout}: the flush gets all of it but a tenth (at most 100 ms), kept for the
      * release; an endpoint whose worker cannot be reached meanwhile (a caller-mode owner that does not progress) is
-     * released at the worker's next progress, after this returns.
+     * released at the worker's next progress, after this returns. So may be one whose flush timed out: UCX still
+     * holds that flush, and the endpoint is released once it ends, or after about 200 ms (a peer that takes
+     * nothing); {@link #closeFuture()} completes then.
      *
      * @param timeout the bound on the whole close
      */

@@ -42,6 +42,15 @@ class CallerModeTest {
 
     /** {@link #withCallerClient(Body)} with {@code options} for both sides. */
     static void withCallerClient(UcxOptions options, Body body) throws Exception {
+        withCallerClient(options, (a, b, client, server) -> body.run(a, client, server));
+    }
+
+    interface BodyWithServerUcx {
+        void run(Ucx caller, Ucx serverUcx, Endpoint client, Endpoint server) throws Exception;
+    }
+
+    /** {@link #withCallerClient(UcxOptions, Body)} that also hands the body the server's {@code Ucx}. */
+    static void withCallerClient(UcxOptions options, BodyWithServerUcx body) throws Exception {
         try (Ucx b = Ucx.open(options); Ucx a = Ucx.open(options.withProgressMode(ProgressMode.CALLER))) {
             CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
             try (Listener l = b.listen(0, accepted::complete)) {
@@ -56,7 +65,7 @@ class CallerModeTest {
                 CompletableFuture<Long> fromClient = server.recvAsync(hello, WARM_UP);
                 client.send(hello, WARM_UP, T);
                 assertEquals(1, drive(a, fromClient));
-                body.run(a, client, server);
+                body.run(a, b, client, server);
             }
         }
     }

@@ -87,6 +87,66 @@ class LifecycleGuardsTest {
         }
     }
 
+    /**
+     * A worker flush flushes each endpoint inside UCX the same way: an abort waits for it too. Over TCP, where a
+     * worker flush waits for its endpoints (over shared memory UCX finds the interfaces flushed and ends it at once).
+     * Only on UCX 1.13: from 1.17 to 1.20 (1.14-1.16 not measured) UCX's TCP transport crashes the process, with or
+     * without this change, when an endpoint whose sends are still queued to a peer that reads nothing is
+     * force-closed (docs/internals.md, "UCX TCP transport crash").
+     */
+    @Test
+    void anAbortWaitsForAWorkerFlushUcxHolds() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(Integer.parseInt(Ucx.version().split("\\.")[1]) < 14,
+                "UCX " + Ucx.version() + "'s TCP transport crashes on this test's forced close");
+        CallerModeTest.withCallerClient(UcxOptions.defaults().with("TLS", "tcp"), (a, b, client, server) -> {
+            sendUntilOneWaits(server);
+            CompletableFuture<Long> flushing = b.flushAsync();
+            assertThrows(java.util.concurrent.TimeoutException.class, () -> flushing.get(100, TimeUnit.MILLISECONDS));
+            int before = org.ucx4j.internal.engine.TestHooks.closesAfterFlushes();
+            server.abort();
+            server.closeFuture().get(10, TimeUnit.SECONDS); // the caller-mode peer never progresses: the bound
+            assertTrue(org.ucx4j.internal.engine.TestHooks.closesAfterFlushes() > before, "the close waited");
+            try {
+                flushing.get(10, TimeUnit.SECONDS); // ends, one way or the other, once the endpoint is gone
+            } catch (java.util.concurrent.ExecutionException e) {
+                assertInstanceOf(UcxException.class, e.getCause());
+            }
+        });
+    }
+
+    /**
+     * Without peer error handling a close flushes, bounded: where it still waits for a flush UCX holds when that
+     * bound releases the endpoint, it is handed to UCX first (else the endpoint stayed open in UCX until the worker
+     * closed).
+     */
+    @Test
+    void aFlushingCloseReleasedByItsBoundStillReachesUcx() throws Exception {
+        long waitWas = org.ucx4j.internal.engine.TestHooks.flushWaitBound(60_000);
+        long boundWas = org.ucx4j.internal.engine.TestHooks.flushingCloseBound(300);
+        try {
+            CallerModeTest.withCallerClient(UcxOptions.defaults().withPeerErrorHandling(false),
+                    (a, client, server) -> {
+                        sendUntilOneWaits(server);
+                        CompletableFuture<Long> flushing = server.flushAsync();
+                        assertThrows(java.util.concurrent.TimeoutException.class,
+                                () -> flushing.get(100, TimeUnit.MILLISECONDS));
+                        int before = org.ucx4j.internal.engine.TestHooks.endpointClosesPosted();
+                        server.abort();
+                        server.closeFuture().get(10, TimeUnit.SECONDS); // released by the 300 ms bound
+                        assertTrue(org.ucx4j.internal.engine.TestHooks.endpointClosesPosted() > before,
+                                "the close reached UCX before the endpoint was released");
+                        try {
+                            CallerModeTest.drive(a, flushing); // the peer takes what is left
+                        } catch (Exception e) {
+                            // failed at the release: either way it ended
+                        }
+                    });
+        } finally {
+            org.ucx4j.internal.engine.TestHooks.flushingCloseBound(boundWas);
+            org.ucx4j.internal.engine.TestHooks.flushWaitBound(waitWas);
+        }
+    }
+
     /** Sends 4 KiB messages to a peer that does not progress until one waits for room (at most 64 MiB). */
     private static List<CompletableFuture<Long>> sendUntilOneWaits(Endpoint ep) throws Exception {
         List<CompletableFuture<Long>> sends = new java.util.ArrayList<>();

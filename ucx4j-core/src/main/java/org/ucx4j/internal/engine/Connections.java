@@ -377,13 +377,14 @@ final class Connections {
         close.what = "close";
         close.ep = c;
         close.whenComplete((v, e) -> releaseEndpoint(c));
-        if (c.flushesInUcx > 0) {
+        if (flushesHeld(c)) {
             // a flush UCX holds may sit in its progress queue, to be resumed there (one it put off, e.g. while the
             // endpoint's lanes changed): a forced close frees the endpoint and leaves that entry, which then reads
             // through the freed endpoint (the likely cause of JVM crashes in StressTest on UCX 1.18.1). The close
             // waits for the flushes, which end once what was sent before them is out (flushEnded); past a bound,
             // for a peer that takes nothing, it goes after this worker's next progress, which has resumed any such
-            // flush by then (docs/internals.md, "Two faults StressTest found")
+            // flush by then (docs/internals.md, "Two faults StressTest found"). A worker flush counts for every
+            // endpoint: UCX flushes each endpoint inside it the same way
             c.closeAfterFlushes = close;
             TestHooks.closesAfterFlushes.incrementAndGet();
             later(flushWaitBoundMs, () -> {
@@ -397,14 +398,40 @@ final class Connections {
         }
         if (!close.done && !engine.peerErrorHandling) {
             // a flushing close (see Requests) to a peer that is gone may never end: the endpoint is released
-            // after a bound all the same, and UCX finishes (or the worker's close ends) its close request later
-            later(FLUSHING_CLOSE_BOUND_MS, () -> {
+            // after a bound all the same, and UCX finishes (or the worker's close ends) its close request later.
+            // A close still waiting for flushes goes to UCX first (its wait may be longer than this bound, or its
+            // post queued behind this task): a release without it would leave the endpoint open in UCX
+            later(flushingCloseBoundMs, () -> {
                 if (!close.done) {
-                    close.finish(0, 0, null);
+                    if (unposted(close)) {
+                        if (c.closeAfterFlushes == close) {
+                            c.closeAfterFlushes = null;
+                        }
+                        engine.requests.post(close);
+                    }
+                    if (!close.done) {
+                        close.finish(0, 0, null);
+                    }
                 }
             });
         }
     }
+
+    /** Whether a close op has yet to be handed to UCX (once handed, it holds a request or has ended). */
+    private static boolean unposted(Op close) {
+        return !close.done && close.request == 0;
+    }
+
+    /** Whether UCX holds a flush of {@code c}, its own or a worker flush (owner thread). */
+    private boolean flushesHeld(EndpointCore c) {
+        return c.flushesInUcx > 0 || workerFlushesInUcx > 0;
+    }
+
+    /**
+     * Worker flushes UCX holds a request for (owner thread): UCX flushes every endpoint inside them, through the
+     * same path as an endpoint's own flush, so every close waits for them too.
+     */
+    int workerFlushesInUcx;
 
     /** Runs {@code task} on the owner thread after {@code millis} (refused once the worker stops). */
     private void later(long millis, Runnable task) {
@@ -421,7 +448,7 @@ final class Connections {
     /** Posts a close after the worker's next progress call ends, unless the endpoint was released meanwhile. */
     private void postAfterProgress(EndpointCore c, Op close) {
         engine.deferred.add(() -> {
-            if (c.handle != 0 && !close.done) { // released meanwhile: by the worker's close, or the bound below
+            if (c.handle != 0 && unposted(close)) { // released meanwhile: by the worker's close, or a bound
                 engine.requests.post(close);
             }
         });
@@ -431,7 +458,7 @@ final class Connections {
     static volatile long flushWaitBoundMs = 200;
 
     /** How long a close without peer error handling, which cannot be forced, may flush before the release. */
-    static final long FLUSHING_CLOSE_BOUND_MS = 5000;
+    static volatile long flushingCloseBoundMs = 5000;
 
     private void cancelPending(EndpointCore c) {
         boolean was = engine.beginCallbacks(); // completions run inside the cancels, and their dependents
@@ -584,7 +611,23 @@ final class Connections {
      * the last one goes after the progress call, outside them.
      */
     void flushEnded(EndpointCore c) {
-        if (--c.flushesInUcx == 0 && c.closeAfterFlushes != null) {
+        c.flushesInUcx--;
+        closeIfFlushed(c);
+    }
+
+    /** A counted worker flush ended (owner thread, maybe inside UCX's callbacks): as {@link #flushEnded}. */
+    void workerFlushEnded() {
+        if (--workerFlushesInUcx == 0) {
+            for (EndpointCore c : eps) {
+                if (c != null) {
+                    closeIfFlushed(c);
+                }
+            }
+        }
+    }
+
+    private void closeIfFlushed(EndpointCore c) {
+        if (c.closeAfterFlushes != null && !flushesHeld(c)) {
             Op close = c.closeAfterFlushes;
             c.closeAfterFlushes = null;
             postAfterProgress(c, close); // not inside UCX's callbacks, where the flush ended
@@ -600,7 +643,7 @@ final class Connections {
             if (c != null && c.closeAfterFlushes != null) {
                 Op close = c.closeAfterFlushes;
                 c.closeAfterFlushes = null;
-                if (c.handle != 0 && !close.done) {
+                if (c.handle != 0 && unposted(close)) {
                     engine.requests.post(close);
                 }
             }

@@ -324,7 +324,7 @@ final class Requests {
                 int slot = withSendCallback(op);
                 long r = op.ep != null ? Ucp.epFlushNbx(op.ep.handle, reqParam.address())
                         : Ucp.workerFlushNbx(worker, reqParam.address());
-                if (posted(op, slot, r, 0, 0) && op.ep != null) {
+                if (posted(op, slot, r, 0, 0)) {
                     countFlush(op);
                 }
             }
@@ -352,6 +352,7 @@ final class Requests {
                 long r;
                 boolean was = engine.beginCallbacks(); // a forced close ends what is pending inside the call
                 try {
+                    TestHooks.endpointClosesPosted.incrementAndGet();
                     r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
                     // polled receives among them (stream receives: no cancel reaches those) end without an event:
                     // finished now, still inside the mark, before the close itself completes
@@ -423,20 +424,30 @@ final class Requests {
     }
 
     /**
-     * An endpoint flush UCX holds: the endpoint's close waits until it ends ({@link Connections#abortOnOwner}).
+     * A flush UCX holds, of an endpoint or of the worker (every endpoint): closes wait until it ends
+     * ({@link Connections#abortOnOwner}).
      */
-    private static void countFlush(Op op) {
+    private void countFlush(Op op) {
         op.countedFlush = true;
-        op.ep.flushesInUcx++;
+        if (op.ep != null) {
+            op.ep.flushesInUcx++;
+        } else {
+            engine.connections.workerFlushesInUcx++;
+        }
     }
 
-    /** Ends a flush op; one the endpoint's close waits for lets the close go once its waiter has heard. */
+    /** Ends a flush op; a close that waits for it goes once its waiter has heard. */
     private void finishFlush(Op op, UcxException error) {
-        EndpointCore ep = op.countedFlush ? op.ep : null; // read first: a finished op may be reused at once
+        boolean counted = op.countedFlush;
+        EndpointCore ep = op.ep; // read first: a finished op may be reused at once
         op.countedFlush = false;
         op.finish(0, 0, error);
-        if (ep != null) {
-            engine.connections.flushEnded(ep);
+        if (counted) {
+            if (ep != null) {
+                engine.connections.flushEnded(ep);
+            } else {
+                engine.connections.workerFlushEnded();
+            }
         }
     }
 

@@ -116,7 +116,7 @@ public final class TestHooks {
         return ep.inboxes[AmWire.PLAIN].ready();
     }
 
-    /** Closes that waited for a flush UCX held on their endpoint (any engine). */
+    /** Closes that waited for a flush UCX held on their endpoint or worker (any engine). */
     static final java.util.concurrent.atomic.AtomicInteger closesAfterFlushes =
             new java.util.concurrent.atomic.AtomicInteger();
 
@@ -132,5 +132,23 @@ public final class TestHooks {
         long was = Connections.flushWaitBoundMs;
         Connections.flushWaitBoundMs = millis;
         return was;
+    }
+
+    /**
+     * How long a close without peer error handling may flush before the endpoint is released all the same (default
+     * 5 s); returns the previous bound, to restore.
+     */
+    public static long flushingCloseBound(long millis) {
+        long was = Connections.flushingCloseBoundMs;
+        Connections.flushingCloseBoundMs = millis;
+        return was;
+    }
+
+    /** Endpoint closes handed to UCX ({@code ucp_ep_close_nbx}, any engine). */
+    static final java.util.concurrent.atomic.AtomicInteger endpointClosesPosted =
+            new java.util.concurrent.atomic.AtomicInteger();
+
+    public static int endpointClosesPosted() {
+        return endpointClosesPosted.get();
     }
 }
