@@ -90,9 +90,10 @@ class LifecycleGuardsTest {
     /**
      * A worker flush flushes each endpoint inside UCX the same way: an abort waits for it too. Over TCP, where a
      * worker flush waits for its endpoints (over shared memory UCX finds the interfaces flushed and ends it at once).
-     * Only on UCX 1.13: from 1.17 to 1.20 (1.14-1.16 not measured) UCX's TCP transport crashes the process, with or
-     * without this change, when an endpoint whose sends are still queued to a peer that reads nothing is
-     * force-closed (docs/internals.md, "UCX TCP transport crash").
+     * Only on UCX 1.13: UCX's TCP transport (1.13 to 1.20) can crash the process, with or without this change, once
+     * an endpoint force-closed with sends still queued to a peer that reads nothing is followed by that peer's close
+     * (a use-after-free in UCX: docs/ucx-faults/README.md). The same sequence in a throw-away test crashed 1.14.1 and
+     * 1.16.0 to 1.20.1; on Debian's 1.13.1 this test has not hit it.
      */
     @Test
     void anAbortWaitsForAWorkerFlushUcxHolds() throws Exception {
