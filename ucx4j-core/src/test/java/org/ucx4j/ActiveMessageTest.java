@@ -1358,12 +1358,18 @@ class ActiveMessageTest {
     @Test
     void closingAnEndpointReleasesMessagesAnnouncedButNotPulled() throws Exception {
         // Over TCP only (CI's second pass), closing the receiving endpoint while 32 x 8 MiB rendezvous sends are in
-        // flight can crash the sender's JVM inside UCX: uct_tcp_iface_handle_events runs rx_progress, which may
-        // close the socket's endpoint after the peer hung up, then calls the CLOSED state's tx_progress, a NULL
-        // function pointer (UCX 1.13.1, SIGSEGV at pc 0 in uct_tcp_iface_progress, seen once in a CI run). What this
-        // test checks is the shared-memory path; the TCP peer-failure tests cover TCP.
+        // flight can crash the sender's JVM inside UCX (SIGSEGV at pc 0 in uct_tcp_iface_progress, UCX 1.13.1, once
+        // in CI): the use-after-free of docs/ucx-faults/README.md. What this test checks is the shared-memory path;
+        // the TCP peer-failure tests cover TCP.
         org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
                 "a UCX TCP defect makes this scenario crash the JVM; run over the default transports only");
+        // UCX 1.16 and 1.17 with their default protocols (v2) leave the sends of messages the receiver released open
+        // after the sender's endpoint is force-closed, until the worker closes (every run; passes with
+        // UCX_PROTO_ENABLE=n and on 1.13-1.15 and 1.18-1.20): docs/internals.md, "UCX versions"
+        int minor = Integer.parseInt(Ucx.version().split("\\.")[1]);
+        org.junit.jupiter.api.Assumptions.assumeTrue(minor < 16 || minor > 17
+                || String.valueOf(ConfigAndInfoTest.startupEnv("UCX_PROTO_ENABLE")).matches("(?i)n|no|off|0|false"),
+                "UCX " + Ucx.version() + " leaves such sends open after a forced close (docs/internals.md)");
         PullWatchingAllocator alloc = new PullWatchingAllocator();
         try (Ucx a = Ucx.open();
                 Ucx b = Ucx.open(UcxOptions.defaults().withPullBudget(0).withAllocator(MemoryType.HOST, alloc));
