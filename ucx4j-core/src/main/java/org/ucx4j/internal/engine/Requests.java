@@ -282,10 +282,10 @@ final class Requests {
                         reqParam.address());
                 long took = lenOut.get(JAVA_LONG, 0);
                 if (took >= 0 && r != 0 && (Status.isError(r) || Long.compareUnsigned(r, 4096) < 0)) {
-                    // completed at once, its bytes in the buffer, but UCX (1.13 to 1.20, built without assertions)
-                    // returned the status its recycled request held, never set for a stream receive: what a tag
-                    // receive or a cancel left there (StressTest: UCS_ERR_MESSAGE_TRUNCATED). UCX writes the length
-                    // only once the bytes are in
+                    // completed at once, its bytes in the buffer, but UCX (1.16 to 1.20 and master, built without
+                    // assertions) returned the status its recycled request held, never set for a stream receive:
+                    // what a tag receive or a cancel left there (StressTest: UCS_ERR_MESSAGE_TRUNCATED; traced in
+                    // docs/ucx-faults). UCX writes the length only once the bytes are in
                     r = 0;
                 }
                 if (posted(op, slot, r, r == 0 ? took : 0, 0)) {
