@@ -32,8 +32,9 @@ class MessagingTest {
 
     /**
      * A stream receive that completes at once from the bytes of two sends succeeds whatever the request UCX took for
-     * it held: UCX (1.13 to 1.20) built without assertions returns that recycled request's old status instead, here
-     * a canceled tag receive's, with the bytes already in the buffer. Debian's UCX has assertions, which set it.
+     * it held: UCX 1.16 to 1.20 built without assertions returns that recycled request's old status instead, here
+     * a canceled tag receive's, with the bytes already in the buffer (docs/ucx-faults). It cannot fail on Debian's
+     * 1.13.1 or on 1.14-1.15, whose stream receive returns its own status.
      */
     @Test
     void aStreamReceiveCompletedAtOnceSucceedsWhateverItsRecycledRequestHeld() throws Exception {
