@@ -1411,6 +1411,51 @@ class ActiveMessageTest {
     }
 
     /**
+     * A sender's abort while the receiver has a pull in flight and stopped progressing (a caller-mode worker whose
+     * thread does something else; the same holds for a receiver that died): the sends of that one buffer still
+     * waiting to be pulled end typed. UCX (1.15-1.20) aborts them but keeps each waiting for its memory handle's
+     * invalidation, which the pull cut short holds up until the receiver answers, if ever (docs/ucx-faults):
+     * without ucx4j ending them at the endpoint's release they stayed open until the sender's worker closed.
+     */
+    @Test
+    void anAbortWithAPullInFlightEndsEverySendOfThatBuffer() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "over shared memory (a UCX TCP defect makes aborts with queued data crash: docs/ucx-faults)");
+        try (Ucx a = Ucx.open(UcxOptions.defaults().with("RNDV_THRESH", "64k"));
+                Ucx b = Ucx.open(UcxOptions.defaults().with("RNDV_THRESH", "64k")
+                        .withProgressMode(ProgressMode.CALLER));
+                Arena arena = Arena.ofShared()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = a.listen(0, accepted::complete)) {
+                Endpoint receiver = b.connect("127.0.0.1", l.port(), T);
+                Endpoint sender = accepted.get(10, TimeUnit.SECONDS);
+                MemorySegment big = Data.pattern(arena, 8 << 20, 7);
+                int n = 16;
+                List<CompletableFuture<Long>> sends = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    sends.add(sender.amSendAsync(MemorySegment.ofArray(header(i)), big));
+                }
+                try (AmMessage m = receiver.amRecv(T)) { // b progresses only in here: the next pull is left open
+                    Data.verify(m.payload(), 8 << 20, 7);
+                }
+                Thread.sleep(200); // the sender fills the FIFO with what b no longer takes
+                sender.abort();
+                int failed = 0;
+                for (CompletableFuture<Long> f : sends) {
+                    try {
+                        f.get(10, TimeUnit.SECONDS);
+                    } catch (ExecutionException e) {
+                        assertInstanceOf(UcxException.class, e.getCause());
+                        failed++;
+                    }
+                }
+                assertTrue(failed >= n - 3, failed + " of " + n + " sends failed");
+                receiver.abort();
+            }
+        }
+    }
+
+    /**
      * Over TCP: the peer dies while it streams a payload, and over shared memory a process killed in the middle of
      * writing a FIFO element leaves that element unpublished, which stalls this worker's shared-memory receives
      * from every peer for good (a UCX limitation; see the README's failure model).

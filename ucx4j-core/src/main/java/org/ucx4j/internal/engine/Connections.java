@@ -376,7 +376,7 @@ final class Connections {
         close.kind = Op.CLOSE;
         close.what = "close";
         close.ep = c;
-        close.whenComplete((v, e) -> releaseEndpoint(c));
+        close.whenComplete((v, e) -> releaseEndpoint(c, e == null && engine.peerErrorHandling));
         if (flushesHeld(c)) {
             // a flush UCX holds may sit in its progress queue, to be resumed there (one it put off, e.g. while the
             // endpoint's lanes changed): a forced close frees the endpoint and leaves that entry, which then reads
@@ -477,13 +477,32 @@ final class Connections {
         }
     }
 
-    private void releaseEndpoint(EndpointCore c) {
+    /**
+     * Releases an endpoint whose close ended; {@code forced}: UCX's forced close of it finished, so UCX has destroyed
+     * it and no transport will touch the memory of a send still pending on it.
+     */
+    private void releaseEndpoint(EndpointCore c, boolean forced) {
         // may run on the owner thread (complete() of the CLOSE op) — only engine code here; once the worker stops,
         // the task is refused and shutdownOnOwner releases what is left
         if (engine.isOwnerThread()) {
-            releaseNow(c);
+            released(c, forced);
         } else {
-            engine.execute(() -> releaseNow(c));
+            engine.execute(() -> released(c, forced));
+        }
+    }
+
+    private void released(EndpointCore c, boolean forced) {
+        releaseNow(c);
+        if (forced) {
+            // sends UCX aborted in the forced close but still holds: each waits for its memory handle's
+            // invalidation, which a pull cut short holds up until the peer answers, if ever (UCX 1.15-1.20, all
+            // sends of that buffer; docs/ucx-faults). They end here, after the current progress call
+            engine.deferred.add(() -> {
+                int n = engine.requests.endSendsUcxKept(c);
+                if (n > 0) {
+                    LOG.debug("ucx4j: {} send(s) UCX kept after the forced close of {} ended", n, c);
+                }
+            });
         }
     }
 

@@ -1412,6 +1412,11 @@ public final class Engine {
         return true;
     }
 
+    /** Adds the polled sends of {@code ep} still in flight to {@code into} (owner thread). */
+    void polledSends(EndpointCore ep, List<Op> into) {
+        sendRing.collect(ep, into);
+    }
+
     /** Whether anything polled is in flight: receives or sends. */
     private boolean anyPolled() {
         return polledCount != 0 || !sendRing.isEmpty() || !recvRing.isEmpty();

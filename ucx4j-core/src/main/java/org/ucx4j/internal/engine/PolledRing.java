@@ -74,6 +74,16 @@ final class PolledRing {
         return done;
     }
 
+    /** Adds the entries of endpoint {@code ep} to {@code into}, oldest first. */
+    void collect(EndpointCore ep, java.util.List<Op> into) {
+        for (int i = head; i != tail; i++) {
+            Op op = ring[i & (ring.length - 1)];
+            if (op != null && op.ep == ep) {
+                into.add(op);
+            }
+        }
+    }
+
     /** Forgets every entry (the worker is destroyed: what was in flight is finished otherwise). */
     void clear() {
         Arrays.fill(ring, null);

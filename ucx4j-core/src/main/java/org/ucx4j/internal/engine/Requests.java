@@ -605,6 +605,26 @@ final class Requests {
     }
 
     /** An operation's callback (an upcall): completes the op in {@code slot} unless it is no longer there. */
+    /**
+     * Ends the sends still pending on an endpoint UCX has destroyed in a forced close (owner thread, outside UCX's
+     * callbacks); how many. UCX aborted them but may keep their requests (see Connections#released): each fails as
+     * canceled with the endpoint's close (errorFor names its failure), and its request goes back to UCX, which
+     * returns it to its pool when it ends, with no callback. Receives, pulls and flushes are left to their own ends.
+     */
+    int endSendsUcxKept(EndpointCore c) {
+        java.util.List<Op> ops = new java.util.ArrayList<>(java.util.Arrays.asList(c.pending.snapshot()));
+        engine.polledSends(c, ops); // polled sends are on the send ring only
+        int n = 0;
+        for (Op op : ops) {
+            if (!op.done && op.request != 0 && op.slot >= 0 && slots.get(op.slot) == op
+                    && (op.kind == Op.TAG_SEND || op.kind == Op.STREAM_SEND || op.kind == Op.AM_SEND)) {
+                completeSlot(op.slot, op.request, Status.ERR_CANCELED, 0, 0);
+                n++;
+            }
+        }
+        return n;
+    }
+
     void completeSlot(int slot, long request, int status, long length, long tag) {
         Op op = slots.get(slot);
         if (op != null && op.requestReleased && op.request == request) { // inside the worker's destroy: UCX's now
