@@ -493,11 +493,14 @@ final class Connections {
 
     private void released(EndpointCore c, boolean forced) {
         releaseNow(c);
-        if (forced) {
+        if (forced && !engine.stopRequested) { // a worker that closes ends what UCX kept after its destroy
             // sends UCX aborted in the forced close but still holds: each waits for its memory handle's
             // invalidation, which a pull cut short holds up until the peer answers, if ever (UCX 1.15-1.20, all
             // sends of that buffer; docs/ucx-faults). They end here, after the current progress call
             engine.deferred.add(() -> {
+                if (engine.stopRequested) {
+                    return;
+                }
                 int n = engine.requests.endSendsUcxKept(c);
                 if (n > 0) {
                     LOG.debug("ucx4j: {} send(s) UCX kept after the forced close of {} ended", n, c);
