@@ -1409,7 +1409,7 @@ class ActiveMessageTest {
     /**
      * A sender's abort while the receiver has a pull in flight and stopped progressing (a caller-mode worker whose
      * thread does something else; the same holds for a receiver that died): the sends of that one buffer still
-     * waiting to be pulled end typed. UCX (1.15-1.20) aborts them but keeps each waiting for its memory handle's
+     * waiting to be pulled end typed. UCX (1.13-1.20) aborts them but keeps each waiting for its memory handle's
      * invalidation, which the pull cut short holds up until the receiver answers, if ever (docs/ucx-faults):
      * without ucx4j ending them at the endpoint's release they stayed open until the sender's worker closed.
      */

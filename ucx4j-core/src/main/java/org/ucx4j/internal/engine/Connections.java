@@ -495,7 +495,7 @@ final class Connections {
         releaseNow(c);
         if (forced && !engine.stopRequested) { // a worker that closes ends what UCX kept after its destroy
             // sends UCX aborted in the forced close but still holds: each waits for its memory handle's
-            // invalidation, which a pull cut short holds up until the peer answers, if ever (UCX 1.15-1.20, all
+            // invalidation, which a pull cut short holds up until the peer answers, if ever (UCX 1.13-1.20, all
             // sends of that buffer; docs/ucx-faults). They end here, after the current progress call
             engine.deferred.add(() -> {
                 if (engine.stopRequested) {
