@@ -1,5 +1,6 @@
 package org.ucx4j;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -113,6 +114,35 @@ class PendingOnPeerDeathTest {
                         .add(ep.amSendAsync(MemorySegment.ofArray(new byte[] {(byte) i}), big));
             }
             killAndCheck(p, ops);
+        }
+    }
+
+    /**
+     * Many rendezvous active messages from one buffer to a peer that pulls (receives) them; the peer is stopped
+     * while it pulls, then killed: every send still pending fails typed. UCX's forced close aborts such sends but
+     * completes them only once the buffer's registration is let go, which a pull cut short holds for good when its
+     * receiver is dead (UCX 1.13-1.20, docs/ucx-faults, the two-process reproducer); ucx4j ends them itself.
+     */
+    @org.junit.jupiter.api.Test
+    void activeMessagesOfOneBufferFailTypedWhenThePeerIsKilledWhilePulling() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "shared memory only (UCX_TLS is set)");
+        try (Peer p = Peer.start(env("shm"), List.of(), "serve-am-echo"); Arena arena = Arena.ofShared();
+                Ucx ucx = Ucx.open(options("shm"))) {
+            Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
+            ep.onActiveMessage(AmMessage::close); // the echoes
+            MemorySegment big = Data.pattern(arena, 8 << 20, 3);
+            List<CompletableFuture<Long>> sends = new ArrayList<>();
+            for (int i = 0; i < 32; i++) {
+                sends.add(ep.amSendAsync(MemorySegment.ofArray(new byte[] {(byte) i}), big));
+            }
+            Data.eventually(() -> sends.stream().filter(CompletableFuture::isDone).count() >= 2); // it pulls
+            List<CompletableFuture<Long>> pulled = sends.stream().filter(CompletableFuture::isDone).toList();
+            signal(p, "STOP");
+            for (CompletableFuture<Long> s : pulled) {
+                assertEquals(8 << 20, s.getNow(-1L)); // those the peer took went through whole
+            }
+            killAndCheck(p, Map.of("active message", sends));
         }
     }
 
