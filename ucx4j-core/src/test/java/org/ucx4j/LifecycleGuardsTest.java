@@ -153,7 +153,7 @@ class LifecycleGuardsTest {
      * inside UCX's TCP transport (UCX 1.13-1.20; CI runs these tests over TCP too): the forced close keeps the TCP
      * endpoint to receive, with its CONN_FIN queued behind the unread data, and the peer's close then frees it while
      * UCX still handles its events (docs/ucx-faults/README.md). Measured in a loop of the worker-flush test on
-     * Debian's 1.13.1: every run of 150 rounds crashed within 30 without this, none of 3 x 150 with it (and 150 each
+     * Debian's 1.13.1: every run of 150 rounds crashed within 15 without this, none of 3 x 150 with it (and 150 each
      * on 1.14.1, 1.17.0 and 1.20.1). What these tests check is over by then.
      */
     private static void abortingSideClosesFirst(Ucx abortingSide) {
