@@ -29,6 +29,12 @@ class PendingOnPeerDeathTest {
         assertTrue(k.waitFor(10, TimeUnit.SECONDS) && k.exitValue() == 0, "kill -" + sig);
     }
 
+    /** Skips a test that needs the default transports (shared memory between processes): not with UCX_TLS set. */
+    private static void assumeSharedMemory() throws java.io.IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
+                "shared memory only (UCX_TLS is set)");
+    }
+
     private static Map<String, String> env(String transport) {
         return transport.equals("tcp") ? Map.of("UCX_TLS", "tcp") : Map.of();
     }
@@ -96,8 +102,7 @@ class PendingOnPeerDeathTest {
      */
     @org.junit.jupiter.api.Test
     void pendingSendsOfEveryKindFailTypedWhenTheStoppedPeerIsKilled() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
-                "shared memory only (UCX_TLS is set)");
+        assumeSharedMemory();
         String transport = "shm";
         try (Peer p = Peer.start(env(transport), List.of(), "serve-am-echo"); Arena arena = Arena.ofShared();
                 Ucx ucx = Ucx.open(options(transport))) {
@@ -125,8 +130,7 @@ class PendingOnPeerDeathTest {
      */
     @org.junit.jupiter.api.Test
     void activeMessagesOfOneBufferFailTypedWhenThePeerIsKilledWhilePulling() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
-                "shared memory only (UCX_TLS is set)");
+        assumeSharedMemory();
         try (Peer p = Peer.start(env("shm"), List.of(), "serve-am-echo"); Arena arena = Arena.ofShared();
                 Ucx ucx = Ucx.open(options("shm"))) {
             Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
@@ -153,8 +157,7 @@ class PendingOnPeerDeathTest {
      */
     @org.junit.jupiter.api.Test
     void pendingPutsFailTypedWhenTheStoppedPeerIsKilled() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(ConfigAndInfoTest.startupEnv("UCX_TLS") == null,
-                "shared memory only (UCX_TLS is set)");
+        assumeSharedMemory();
         try (Peer p = Peer.start(env("shm"), List.of(), "serve-rma-registered"); Arena arena = Arena.ofShared();
                 Ucx ucx = Ucx.open(options("shm"))) {
             Endpoint ep = ucx.connect("127.0.0.1", Integer.parseInt(p.await("PORT")), T);
