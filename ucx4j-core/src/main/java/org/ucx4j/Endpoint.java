@@ -864,7 +864,8 @@ public final class Endpoint implements AutoCloseable {
      * receiving thread (UCXX's AM receiver callback), for code that owns its latency: the handler must be quick
      * and must never block, since the worker makes no progress meanwhile. It may keep the message and close it
      * later from any thread; the async methods it calls start without a hand-off. If it throws, the error is
-     * logged and the message closed. Set once; afterwards {@code amRecv} fails with
+     * logged and the message closed (with {@link UcxOptions#withCheckedMessages}, a payload that an I/O operation
+     * the handler started still uses stays open until the message is closed again). Set once; afterwards {@code amRecv} fails with
      * {@link IllegalStateException}, and so do receives that were waiting. A failed endpoint reports through
      * {@link #onClose}.
      *
@@ -887,7 +888,13 @@ public final class Endpoint implements AutoCloseable {
             try {
                 handler.accept(m);
             } catch (Throwable t) {
-                m.close(); // through its checked arena, if any: a payload segment the handler kept fails cleanly
+                try {
+                    m.close(); // through its checked arena, if any: a payload segment the handler kept fails cleanly
+                } catch (IllegalStateException inUse) {
+                    // checked, and the handler left an I/O operation on the payload: the arena keeps the memory
+                    // until the message is closed again (by whoever kept it), never given back under that operation
+                    t.addSuppressed(inUse);
+                }
                 throw t;
             }
         }, handlerSet());

@@ -15,6 +15,7 @@ final class ReceivedMemory {
 
     ReceivedMemory(AmData data) {
         this.payload = org.ucx4j.internal.ffi.NativeAccess.scoped(data.payload(), scope, data::free);
+        data.bindToArena();
     }
 
     /** Throws once the memory was given back; {@code what} names the holder in the message. */

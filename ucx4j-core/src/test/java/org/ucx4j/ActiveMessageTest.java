@@ -599,6 +599,65 @@ class ActiveMessageTest {
     }
 
     /**
+     * A handler that starts an I/O operation on a checked message's payload and then throws leaves the message open
+     * (its arena refuses to close under the operation): its memory is not given back, to be reused for the next
+     * message, while the operation still reads it. What the operation wrote is the payload, unchanged.
+     */
+    @Test
+    void aThrowingHandlersMessageInUseByAnIoOperationIsNotGivenBack() throws Exception {
+        pair(UcxOptions.defaults().withCheckedMessages(true), (client, server, alloc) -> {
+            int size = 256 << 10; // more than a pipe holds: the write blocks until the other end reads
+            java.nio.channels.Pipe pipe = java.nio.channels.Pipe.open();
+            try (var sink = pipe.sink(); var source = pipe.source(); Arena arena = Arena.ofShared()) {
+                CompletableFuture<AmMessage> kept = new CompletableFuture<>();
+                CompletableFuture<Integer> write = new CompletableFuture<>();
+                java.nio.ByteBuffer got = java.nio.ByteBuffer.allocateDirect(size);
+                server.onActiveMessage(m -> {
+                    if (!kept.complete(m)) {
+                        m.close(); // the next message
+                        return;
+                    }
+                    java.nio.ByteBuffer view = m.payload().asByteBuffer();
+                    // a platform thread: one that blocks in the write keeps the arena acquired (a virtual thread
+                    // parks between attempts, and releases it meanwhile)
+                    Thread.ofPlatform().daemon().start(() -> {
+                        try {
+                            int n = 0;
+                            while (view.hasRemaining()) {
+                                n += sink.write(view);
+                            }
+                            write.complete(n);
+                        } catch (Throwable e) {
+                            write.completeExceptionally(e);
+                        }
+                    });
+                    try {
+                        while (got.position() == 0) { // one byte: the write is under way, and blocks for the rest
+                            source.read(got.limit(1));
+                        }
+                    } catch (java.io.IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
+                    throw new IllegalStateException("test: a handler that fails while its write goes on");
+                });
+                client.amSend(MemorySegment.ofArray(header(size)), Data.pattern(arena, size, 5), T);
+                AmMessage m = kept.get(10, TimeUnit.SECONDS);
+                Thread.sleep(200); // the handler has thrown, and the engine dealt with its message
+                assertEquals(1, alloc.outstanding.get(), "the message's memory went back while a write used it");
+                client.amSend(MemorySegment.ofArray(header(size)), Data.pattern(arena, size, 9), T); // would reuse it
+                got.limit(size);
+                while (got.hasRemaining()) {
+                    source.read(got);
+                }
+                assertEquals(size, write.get(10, TimeUnit.SECONDS));
+                Data.verify(MemorySegment.ofBuffer(got.flip()), size, 5);
+                m.close(); // by whoever kept it, once the write ended
+                Data.eventually(() -> alloc.outstanding.get() == 0);
+            }
+        });
+    }
+
+    /**
      * UCX takes headers up to its worker's max_am_header, and older or unchecked builds abort the process or
      * overrun a buffer beyond it: the longest header allowed arrives intact, one byte more is refused before
      * anything is sent, and so is a frame list whose header would be too long.
@@ -874,6 +933,31 @@ class ActiveMessageTest {
             assertEquals(0, TestHooks.amEntriesReady(server.core()), "nothing kept for a receive that never comes");
             assertTrue(got.isEmpty());
         });
+    }
+
+    /**
+     * A connected ucx4j peer that puts a raw endpoint's connection id in its messages (the ids are sequential) reaches
+     * nothing: a raw endpoint's inbox has no reader, so such a message is dropped, not kept there until it closes.
+     */
+    @Test
+    void aMessageForgedForARawEndpointIsDropped() throws Exception {
+        try (Ucx a = Ucx.open(); Ucx b = Ucx.open(); Ucx c = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            try (Listener l = b.listen(0, accepted::complete); Endpoint raw = b.connect(c.workerAddress(), T)) {
+                Endpoint client = a.connect("127.0.0.1", l.port(), T);
+                Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+                int own = TestHooks.retarget(client.core(), TestHooks.connectionId(raw.core()));
+                client.amSend(header(1), new byte[] {1}, T); // eager
+                // announced for a pull: refused, and the sender told
+                assertThrows(EndpointClosedException.class, () -> client.amSend(header(1 << 20), new byte[1 << 20], T));
+                TestHooks.retarget(client.core(), own);
+                client.amSend(header(2), new byte[] {2}, T);
+                try (AmMessage m = server.amRecv(T)) { // after the two forged ones, on the same UCX endpoint
+                    assertArrayEquals(header(2), m.headerBytes());
+                }
+                assertEquals(0, TestHooks.amEntriesReady(raw.core()), "a forged message was kept for the raw endpoint");
+            }
+        }
     }
 
     /** A raw endpoint's messages are received worker-wide: asking the endpoint is refused, not a wait forever. */

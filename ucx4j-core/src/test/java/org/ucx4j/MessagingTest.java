@@ -268,8 +268,8 @@ class MessagingTest {
 
     /**
      * A relay between two ends that both have the secret passes on their hellos and proofs, which then check out,
-     * and puts a third worker's address in place of theirs: each end refuses the address (it lacks the secret's
-     * MAC), so neither makes a UCX endpoint to the relay's choice, and no handler runs.
+     * and puts a third worker's address in place of theirs: each end refuses the address (it is not sealed with the
+     * secret), so neither makes a UCX endpoint to the relay's choice, and no handler runs.
      */
     @Test
     void aRelayCannotSwapInItsOwnWorkerAddress() throws Exception {
@@ -305,7 +305,7 @@ class MessagingTest {
                     () -> client.connect("127.0.0.1", relay.getLocalPort(), T));
             // both ends write their address before reading the other's, so the client always reads the swapped one:
             // refused for its MAC, not cut off by a relay that lost step with the protocol
-            assertTrue(e.getMessage().contains("does not carry the shared secret's MAC"), e.getMessage());
+            assertTrue(e.getMessage().contains("is not sealed with the shared secret"), e.getMessage());
             assertTrue(swapped.get(), "the relay swapped both addresses");
             Thread.sleep(300);
             assertEquals(0, handled.get(), "the server's handler never saw the relayed connection");
@@ -327,10 +327,138 @@ class MessagingTest {
     private static void swapAddress(java.io.DataInputStream in, java.io.DataOutputStream out, byte[] replacement)
             throws java.io.IOException {
         in.readNBytes(in.readInt());
+        byte[] tag = in.readNBytes(16); // the sealed address's tag, passed on unchanged
         out.writeInt(replacement.length);
         out.write(replacement);
-        out.write(in.readNBytes(32)); // the MAC, passed on unchanged
+        out.write(tag);
         out.flush();
+    }
+
+    /**
+     * A relay that passes on every byte between two ends with the secret (a plain TCP forwarder, or an eavesdropper on
+     * the handshake's socket) lets them connect, but never sees either worker address: with a secret they go sealed.
+     */
+    @Test
+    void aRelayPassingEverythingOnSeesNoWorkerAddress() throws Exception {
+        byte[] secret = "correct horse battery staple".getBytes(StandardCharsets.UTF_8);
+        try (Ucx server = Ucx.open(UcxOptions.defaults().withSecret(secret));
+                Listener l = server.listen(0, ep -> {
+                    byte[] b = new byte[1];
+                    ep.recv(b, 1, T);
+                    ep.send(b, 1, T);
+                });
+                Ucx client = Ucx.open(UcxOptions.defaults().withSecret(secret));
+                Relay relay = new Relay(l.port())) {
+            try (Endpoint ep = client.connect("127.0.0.1", relay.port(), T)) {
+                ep.send(new byte[] {9}, 1, T);
+                byte[] got = new byte[1];
+                ep.recv(got, 1, T);
+                assertEquals(9, got[0], "the relayed connection works");
+            }
+            byte[] seen = relay.seen();
+            assertTrue(seen.length > 0);
+            assertFalse(contains(seen, server.workerAddress().toBytes()), "the relay read the server's address");
+            assertFalse(contains(seen, client.workerAddress().toBytes()), "the relay read the client's address");
+        }
+    }
+
+    /**
+     * A relay that passes a process's connect back to that process's own listener (a reflection: both hellos, so both
+     * proofs, come from the one process, which holds the secret) is refused: the connect fails, no handler runs, and
+     * the relay never sees the worker address.
+     */
+    @Test
+    void aReflectedConnectIsRefused() throws Exception {
+        byte[] secret = "correct horse battery staple".getBytes(StandardCharsets.UTF_8);
+        AtomicInteger handled = new AtomicInteger();
+        try (Ucx server = Ucx.open(UcxOptions.defaults().withSecret(secret));
+                Listener l = server.listen(0, ep -> handled.incrementAndGet()); Relay relay = new Relay(l.port())) {
+            java.io.ByteArrayOutputStream log = new java.io.ByteArrayOutputStream();
+            java.io.PrintStream err = System.err;
+            System.setErr(new java.io.PrintStream(log, true, StandardCharsets.UTF_8));
+            try {
+                // the listener hangs up on it; its connect sees the handshake cut short
+                assertThrows(UnreachableException.class, () -> server.connect("127.0.0.1", relay.port(), T));
+                Data.eventually(() -> log.toString(StandardCharsets.UTF_8).contains("reflecting one of its connects"));
+            } finally {
+                System.setErr(err);
+            }
+            assertFalse(contains(relay.seen(), server.workerAddress().toBytes()), "the relay read the address");
+            try (Endpoint self = server.connect("127.0.0.1", l.port(), T)) { // straight to itself: no reflection
+                assertTrue(self.isAlive());
+            }
+            Data.eventually(() -> handled.get() == 1);
+            Thread.sleep(300);
+            assertEquals(1, handled.get(), "only the direct connect reached the handler");
+        }
+    }
+
+    private static boolean contains(byte[] haystack, byte[] needle) {
+        outer:
+        for (int i = 0; i + needle.length <= haystack.length; i++) {
+            for (int j = 0; j < needle.length; j++) {
+                if (haystack[i + j] != needle[j]) {
+                    continue outer;
+                }
+            }
+            return true;
+        }
+        return false;
+    }
+
+    /** A TCP forwarder to {@code 127.0.0.1:target} for one connection, keeping a copy of what passes either way. */
+    private static final class Relay implements AutoCloseable {
+        private final java.net.ServerSocket listening = new java.net.ServerSocket(0);
+        private final java.io.ByteArrayOutputStream seen = new java.io.ByteArrayOutputStream();
+        private final java.util.List<Socket> sockets = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+        Relay(int target) throws java.io.IOException {
+            Thread.ofVirtual().start(() -> {
+                try {
+                    Socket c = listening.accept();
+                    sockets.add(c);
+                    Socket s = new Socket("127.0.0.1", target);
+                    sockets.add(s);
+                    Thread.ofVirtual().start(() -> pipe(c, s));
+                    pipe(s, c);
+                } catch (java.io.IOException e) {
+                    // closed
+                }
+            });
+        }
+
+        int port() {
+            return listening.getLocalPort();
+        }
+
+        byte[] seen() {
+            synchronized (seen) {
+                return seen.toByteArray();
+            }
+        }
+
+        private void pipe(Socket from, Socket to) {
+            byte[] b = new byte[4096];
+            try {
+                for (int n; (n = from.getInputStream().read(b)) > 0; ) {
+                    synchronized (seen) {
+                        seen.write(b, 0, n);
+                    }
+                    to.getOutputStream().write(b, 0, n);
+                }
+                to.shutdownOutput();
+            } catch (java.io.IOException e) {
+                // an end hung up
+            }
+        }
+
+        @Override
+        public void close() throws java.io.IOException {
+            listening.close();
+            for (Socket s : sockets) {
+                s.close();
+            }
+        }
     }
 
     /**

@@ -21,6 +21,8 @@ public final class AmData implements Runnable {
     final MemoryAllocator allocator;
     final EndpointCore ep;
     private volatile boolean freed;
+    /** Set once an arena of its own owns the payload ({@code withCheckedMessages}): it is freed only through it. */
+    private volatile boolean bound;
     private static final VarHandle FREED;
 
     static {
@@ -89,6 +91,22 @@ public final class AmData implements Runnable {
     @Override
     public void run() {
         AmReceiver.handle(ep, this);
+    }
+
+    /**
+     * An arena of the message's own now owns the payload and frees it when it closes, which it refuses while a native
+     * call or an I/O operation uses the payload: the engine then no longer frees it itself (see
+     * {@link AmReceiver#handle}).
+     */
+    public void bindToArena() {
+        bound = true;
+    }
+
+    /** Gives the payload back unless an arena owns it ({@link #bindToArena}): a handler that threw is done with it. */
+    void freeUnlessBound() {
+        if (!bound) {
+            free();
+        }
     }
 
     /** Gives the payload back to its allocator; idempotent. */

@@ -24,6 +24,8 @@ final class AmReceiver {
     private final Engine engine;
     private final org.ucx4j.MemoryAllocator allocator;
     private final int maxFrames;
+    /** The longest frames header {@link #maxFrames} allows (a longer one is refused unread). */
+    private final long maxFramesHeader;
     private final long maxMessageBytes;
     private final long pullBudget;
     /** Rendezvous active messages announced but not yet pulled, oldest first. */
@@ -57,6 +59,7 @@ final class AmReceiver {
         // with ucx4j's own pool, eager payloads UCX assembled stay in UCX's buffer; a user's allocator gets them all
         this.held = cfg.ucxBuffers() && pool != null ? new HeldData(engine) : null;
         this.maxFrames = cfg.maxFrames();
+        this.maxFramesHeader = 4 + (long) maxFrames * AmWire.FRAME_ENTRY;
         this.maxMessageBytes = cfg.maxMessageBytes();
         this.pullBudget = cfg.pullBudget();
     }
@@ -93,14 +96,24 @@ final class AmReceiver {
             kind = NativeAccess.getByte(header + 4);
             user += AmWire.PREFIX;
             userLength -= AmWire.PREFIX;
-            if (ep == null || kind < 0 || kind >= AmWire.KINDS) {
+            if (ep == null || ep.raw || kind < 0 || kind >= AmWire.KINDS) {
+                // (a raw endpoint's peer sends plain UCX active messages: an id of one in a ucx4j header is forged,
+                // and its inboxes have no reader)
                 LOG.debug("ucx4j: dropped an active message for unknown connection or kind {}", kind);
                 return rndv ? Status.ERR_NOT_CONNECTED : Status.OK;
             }
         }
         Inbox inbox = ep == null ? rawInbox : ep.inboxes[kind];
+        // a frames header is copied before it is checked: the copy is what Frames reads its sizes from
+        byte[] framesHeader = kind == AmWire.FRAMES && userLength <= maxFramesHeader
+                ? NativeAccess.toArray(user, (int) userLength) : null;
         String refusal = Long.compareUnsigned(length, maxMessageBytes) > 0 || kind != AmWire.PLAIN
-                ? AmWire.refusal(kind, user, userLength, length, maxFrames, maxMessageBytes) : null;
+                ? framesHeader != null
+                        ? AmWire.refusal(kind, MemorySegment.ofArray(framesHeader), 0, userLength, length, maxFrames,
+                                maxMessageBytes)
+                        : AmWire.refusal(kind, NativeAccess.everywhere(), user, userLength, length, maxFrames,
+                                maxMessageBytes)
+                : null;
         if (refusal != null) {
             LOG.warn("ucx4j: refused a message from {}: {}", ep == null ? "a raw peer" : ep.peer, refusal);
             deliverInOrder(ep, inbox, new org.ucx4j.MessageRefusedException("message refused: " + refusal + " ("
@@ -135,7 +148,7 @@ final class AmReceiver {
             return Status.OK;
         }
         // an object's header is its size, known from the payload
-        byte[] userHeader = userLength == 0 || kind == AmWire.OBJECT ? NO_BYTES
+        byte[] userHeader = framesHeader != null ? framesHeader : userLength == 0 || kind == AmWire.OBJECT ? NO_BYTES
                 : NativeAccess.toArray(user, (int) userLength);
         if (rndv) {
             // announced only: its payload is pulled when a pull slot is free (see startPulls); memory is taken then
@@ -540,7 +553,7 @@ final class AmReceiver {
             ep.amHandler.accept(m);
         } catch (Throwable t) {
             LOG.error("ucx4j: active-message handler of {} failed; message dropped", ep.peer, t);
-            m.free();
+            m.freeUnlessBound(); // a checked message's arena frees it, once nothing uses its payload any more
         }
     }
 

@@ -40,9 +40,13 @@ public final class AmWire {
 
     /**
      * Why a message of this kind cannot be taken (caps, malformed header), or null. The user header's
-     * {@code headerLength} bytes are read where UCX has them ({@code header}); nothing is allocated.
+     * {@code headerLength} bytes are read at {@code header} in {@code base}: where UCX has them
+     * ({@link NativeAccess#everywhere()} and an address: nothing is allocated), or a copy that the receiver goes on
+     * to use (a frames header: a same-host peer can still write a header UCX left in its shared-memory FIFO, so
+     * what is checked must be what is read afterwards).
      */
-    static String refusal(byte kind, long header, long headerLength, long payloadLength, int maxFrames, long maxBytes) {
+    static String refusal(byte kind, MemorySegment base, long header, long headerLength, long payloadLength,
+            int maxFrames, long maxBytes) {
         if (Long.compareUnsigned(payloadLength, maxBytes) > 0) { // UCX's size_t: 2^63 and more too
             return "message of " + Long.toUnsignedString(payloadLength) + " bytes exceeds the receive cap of "
                     + maxBytes + " bytes";
@@ -52,7 +56,7 @@ public final class AmWire {
                 if (headerLength < 4) {
                     return "frame header truncated (" + headerLength + " bytes)";
                 }
-                int count = NativeAccess.getIntUnaligned(header);
+                int count = base.get(JAVA_INT_UNALIGNED, header);
                 if (count < 0 || count > maxFrames) {
                     return "frame header claims " + Integer.toUnsignedString(count) + " frames, cap is " + maxFrames;
                 }
@@ -63,12 +67,12 @@ public final class AmWire {
                 long total = 0;
                 for (int i = 0; i < count; i++) {
                     long entry = header + 4 + (long) i * FRAME_ENTRY;
-                    byte memoryType = NativeAccess.getByte(entry + 8);
+                    byte memoryType = base.get(JAVA_BYTE, entry + 8);
                     if (memoryType != MEMORY_TYPE_HOST) { // a later sender's device frame: refused, not misread
                         return "frame " + i + " is of memory type " + memoryType + " (UCS_MEMORY_TYPE_HOST, "
                                 + MEMORY_TYPE_HOST + ", is the only one this build receives)";
                     }
-                    long size = NativeAccess.getLongUnaligned(entry);
+                    long size = base.get(JAVA_LONG_UNALIGNED, entry);
                     if (size < 0 || size > maxBytes - total) { // total <= maxBytes: no overflow
                         total = -1;
                     } else {
@@ -87,7 +91,7 @@ public final class AmWire {
                 if (headerLength != 8) {
                     return "object header of " + headerLength + " bytes (expected 8)";
                 }
-                long size = NativeAccess.getLongUnaligned(header);
+                long size = base.get(JAVA_LONG_UNALIGNED, header);
                 if (size != payloadLength) {
                     return "object header claims " + Long.toUnsignedString(size) + " bytes, message carries "
                             + payloadLength;

@@ -11,7 +11,10 @@ import java.net.Socket;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
 import java.security.SecureRandom;
+import javax.crypto.AEADBadTagException;
+import javax.crypto.Cipher;
 import javax.crypto.Mac;
+import javax.crypto.spec.GCMParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
 import org.ucx4j.UcxException;
 import org.ucx4j.internal.ffi.Status;
@@ -26,8 +29,11 @@ import org.ucx4j.internal.ffi.Status;
  *   <li>with a shared secret, each side proves it with HMAC-SHA256 over both hellos (both nonces) and says OK or
  *       REJECT;
  *   <li>only then are the UCX worker addresses exchanged, so an unauthenticated peer never learns ours; with a
- *       secret each carries an HMAC over both hellos and the address, so a relay between two ends that have the
- *       secret cannot substitute its own address (it can only pass the exchange on unchanged);
+ *       secret each is sealed (AES-GCM under a key drawn from the secret, both hellos and the direction), so neither
+ *       a relay nor an eavesdropper on this socket reads it, and a relay between two ends that have the secret cannot
+ *       substitute its own address (it can only pass the exchange on unchanged). A relay that passes a process's
+ *       connection back to that same process's listener (a reflection: both hellos, and so both proofs, are that
+ *       process's own) is refused by the listener, which knows the nonces its own connects are using;
  *   <li>the side whose address is greater sends {@link #READY} once it waits for a ticket; the other (the arbiter of
  *       the pair) creates its UCX endpoint and answers with that endpoint's number (see {@link EndpointOrder}).
  * </ol>
@@ -40,8 +46,9 @@ final class Handshake {
     static final int MAGIC = 0x55435834; // "UCX4"
     // 4: endpoint numbers (EndpointOrder); 5: CREATED / NOT_CREATED answer the number; 6: with a secret, proofs cover
     // both hellos and each worker address carries a MAC (a relay can no longer swap in its own address); 7: a
-    // goodbye is acknowledged (BYE_ACK) once the receiver kept what arrived, and the closer waits for that
-    static final int VERSION = 7;
+    // goodbye is acknowledged (BYE_ACK) once the receiver kept what arrived, and the closer waits for that; 8: with a
+    // secret, worker addresses go sealed (AES-GCM) instead of in clear with a MAC, and reflections are refused
+    static final int VERSION = 8;
     static final int FLAG_SECRET = 1;
     /** The sender's endpoints use no UCX peer error handling (older peers never set it: they always do). */
     static final int FLAG_NO_PEER_ERRORS = 2;
@@ -49,9 +56,19 @@ final class Handshake {
     static final int FLAG_SHM_WEDGED = 4;
     static final int MAX_ADDRESS = 1 << 20;
     static final int NONCE = 16;
+    /** The AES-GCM tag after a sealed worker address. */
+    static final int SEAL_TAG = 16;
     static final byte OK = 1, REJECT = 2, READY = 3, CREATED = 4, NOT_CREATED = 5, BYE = 0x42, BYE_ACK = 0x43;
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final String LOCAL_HOST = localHost();
+    /**
+     * The nonces of this process's handshakes as a client (with a secret) that are under way, each with its worker's
+     * address and its socket's local address: a listener of that worker that gets one of them back from an address
+     * other than that is fed a reflection.
+     */
+    private static final java.util.Map<String, Connect> OWN_NONCES = new java.util.concurrent.ConcurrentHashMap<>();
+
+    private record Connect(byte[] workerAddress, java.net.SocketAddress local) {}
 
     /** What the peer told us, and the socket's streams (which may hold bytes the peer sent after the handshake). */
     record Peer(int connId, long pid, String host, byte[] workerAddress, DataInputStream in, DataOutputStream out,
@@ -111,11 +128,28 @@ final class Handshake {
      */
     static Peer run(Socket s, long deadline, boolean client, int connId, byte[] ourAddress, byte[] secret,
             String shmSettings, boolean peerErrors, boolean shmWedged, String peerName) throws IOException {
+        byte[] ourNonce = new byte[NONCE];
+        RANDOM.nextBytes(ourNonce);
+        String own = client && secret != null ? java.util.HexFormat.of().formatHex(ourNonce) : null;
+        if (own != null) {
+            OWN_NONCES.put(own, new Connect(ourAddress, s.getLocalSocketAddress()));
+        }
+        try {
+            return run(s, deadline, client, connId, ourAddress, secret, shmSettings, peerErrors, shmWedged, peerName,
+                    ourNonce);
+        } finally {
+            if (own != null) {
+                OWN_NONCES.remove(own);
+            }
+        }
+    }
+
+    private static Peer run(Socket s, long deadline, boolean client, int connId, byte[] ourAddress, byte[] secret,
+            String shmSettings, boolean peerErrors, boolean shmWedged, String peerName, byte[] ourNonce)
+            throws IOException {
         DataOutputStream out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream(), 512));
         DeadlineInput timed = new DeadlineInput(s, deadline);
         DataInputStream in = new DataInputStream(new BufferedInputStream(timed, 512));
-        byte[] ourNonce = new byte[NONCE];
-        RANDOM.nextBytes(ourNonce);
         byte[] ourHello = hello(VERSION, (secret != null ? FLAG_SECRET : 0) | (peerErrors ? 0 : FLAG_NO_PEER_ERRORS)
                 | (shmWedged ? FLAG_SHM_WEDGED : 0), connId, ProcessHandle.current().pid(), LOCAL_HOST, shmSettings,
                 ourNonce);
@@ -168,10 +202,22 @@ final class Handshake {
         if (secret != null && !peerHasSecret) {
             throw fail(peerName, "the peer offered no shared secret", Status.ERR_REJECTED);
         }
+        if (secret != null && !client) {
+            Connect from = OWN_NONCES.get(java.util.HexFormat.of().formatHex(peerNonce));
+            if (from != null && java.util.Arrays.equals(from.workerAddress, ourAddress)
+                    && !from.local.equals(s.getRemoteSocketAddress())) {
+                // this process's own connect, passed back to it: both proofs would be its own, and the address too
+                throw fail(peerName, "the peer's hello is this process's own, from another connection (a relay "
+                        + "reflecting one of its connects back to it)", Status.ERR_REJECTED);
+            }
+        }
         if (secret != null) {
             out.write(mac(secret, client ? 'C' : 'S', transcript, NO_BYTES));
             out.flush();
             byte[] theirs = in.readNBytes(32);
+            if (theirs.length != 32) {
+                throw new EOFException("handshake cut short");
+            }
             boolean good = MessageDigest.isEqual(theirs, mac(secret, client ? 'S' : 'C', transcript, NO_BYTES));
             out.writeByte(good ? OK : REJECT);
             out.flush();
@@ -185,23 +231,25 @@ final class Handshake {
         }
 
         out.writeInt(ourAddress.length);
-        out.write(ourAddress);
-        if (secret != null) { // the address is the one the proven peer sent, not a relay's
-            out.write(mac(secret, client ? 'c' : 's', transcript, ourAddress));
-        }
+        // with a secret, sealed: only the proven peer reads it, and it is the one that peer sent, not a relay's
+        out.write(secret != null ? seal(secret, client ? 'c' : 's', transcript, ourAddress) : ourAddress);
         out.flush();
         int len = in.readInt();
         if (len <= 0 || len > MAX_ADDRESS) {
             throw fail(peerName, "bad worker address length " + len, Status.ERR_INVALID_ADDR);
         }
-        byte[] address = in.readNBytes(len);
-        if (address.length != len) {
+        int wireLength = secret != null ? len + SEAL_TAG : len;
+        byte[] address = in.readNBytes(wireLength);
+        if (address.length != wireLength) {
             throw new EOFException("handshake cut short");
         }
-        if (secret != null && !MessageDigest.isEqual(in.readNBytes(32),
-                mac(secret, client ? 's' : 'c', transcript, address))) {
-            throw fail(peerName, "the peer's worker address does not carry the shared secret's MAC (a relay between "
-                    + "two authenticated ends?)", Status.ERR_REJECTED);
+        if (secret != null) {
+            try {
+                address = open(secret, client ? 's' : 'c', transcript, address);
+            } catch (AEADBadTagException e) {
+                throw fail(peerName, "the peer's worker address is not sealed with the shared secret (a relay "
+                        + "between two authenticated ends?)", Status.ERR_REJECTED);
+            }
         }
         return new Peer(peerConnId, pid, host, address, in, out, timed);
     }
@@ -232,7 +280,7 @@ final class Handshake {
     }
 
     /**
-     * HMAC-SHA256 over a label (who says it, and what: 'C'/'S' a side's proof, 'c'/'s' its worker address), the
+     * HMAC-SHA256 over a label (who says it, and what: 'C'/'S' a side's proof, 'k' a key to seal a worker address), the
      * handshake's transcript (both hellos, so both fresh nonces: no replay; the label: no reflection; the whole
      * exchange: a relay that rewrites a hello fails) and {@code data}.
      */
@@ -247,6 +295,43 @@ final class Handshake {
         } catch (GeneralSecurityException e) {
             throw new IllegalStateException("HmacSHA256 unavailable", e);
         }
+    }
+
+    /**
+     * Seals a worker address with AES-256-GCM. The key is the HMAC of the handshake ({@link #mac}) under the label
+     * 'k' followed by the address's own label ('c'/'s': whose address), so each key seals one message only, and a
+     * zero nonce is safe.
+     */
+    private static byte[] seal(byte[] secret, char label, byte[] transcript, byte[] address) {
+        try {
+            return aesGcm(Cipher.ENCRYPT_MODE, secret, label, transcript).doFinal(address);
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("AES/GCM unavailable", e);
+        }
+    }
+
+    /**
+     * Opens what {@link #seal} sealed.
+     *
+     * @throws AEADBadTagException for bytes not sealed with this key (another secret, or changed on the way)
+     */
+    private static byte[] open(byte[] secret, char label, byte[] transcript, byte[] sealed)
+            throws AEADBadTagException {
+        try {
+            return aesGcm(Cipher.DECRYPT_MODE, secret, label, transcript).doFinal(sealed);
+        } catch (AEADBadTagException e) {
+            throw e;
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("AES/GCM unavailable", e);
+        }
+    }
+
+    private static Cipher aesGcm(int mode, byte[] secret, char label, byte[] transcript)
+            throws GeneralSecurityException {
+        byte[] key = mac(secret, 'k', transcript, new byte[] {(byte) label});
+        Cipher c = Cipher.getInstance("AES/GCM/NoPadding");
+        c.init(mode, new SecretKeySpec(key, "AES"), new GCMParameterSpec(SEAL_TAG * 8, new byte[12]));
+        return c;
     }
 
     /** A failed handshake, typed as {@link UcxException#of} types its status (a rejection is unreachable). */

@@ -116,6 +116,21 @@ public final class TestHooks {
         return ep.inboxes[AmWire.PLAIN].ready();
     }
 
+    /** {@return {@code ep}'s local connection id, as its peer's messages name it} */
+    public static int connectionId(EndpointCore ep) {
+        return ep.localConnId;
+    }
+
+    /**
+     * Makes {@code ep}'s later messages name connection {@code peerConnId} on the peer (a peer that forges another
+     * connection's id); returns the id it named before. Call it while nothing is being sent on {@code ep}.
+     */
+    public static int retarget(EndpointCore ep, int peerConnId) {
+        int was = ep.peerConnId;
+        ep.peerConnId = peerConnId;
+        return was;
+    }
+
     /** Closes that waited for a flush UCX held on their endpoint or worker (any engine). */
     static final java.util.concurrent.atomic.AtomicInteger closesAfterFlushes =
             new java.util.concurrent.atomic.AtomicInteger();

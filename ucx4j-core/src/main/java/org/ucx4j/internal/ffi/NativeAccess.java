@@ -87,6 +87,11 @@ public final class NativeAccess {
         static final MemorySegment EVERYWHERE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
     }
 
+    /** All of the address space as one segment, for code that reads either native memory (at an address) or a copy. */
+    public static MemorySegment everywhere() {
+        return Raw.EVERYWHERE;
+    }
+
     /** The 8-byte word at {@code address} (8-byte aligned, owned by the caller). */
     public static long getLong(long address) {
         return Raw.EVERYWHERE.get(java.lang.foreign.ValueLayout.JAVA_LONG, address);

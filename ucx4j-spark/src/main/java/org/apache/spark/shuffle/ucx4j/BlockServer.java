@@ -510,11 +510,22 @@ final class BlockServer implements ConnectionHandler {
     static MemorySegment mapFile(FileSegmentManagedBuffer f, Arena arena) throws IOException {
         java.nio.file.Path path = f.getFile().toPath();
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            // a block past the file's end (a damaged or replaced file): mapping it through a writable channel would
+            // extend the file with zeros, and serve them
+            checkWithin(f, ch.size());
             return ch.map(FileChannel.MapMode.PRIVATE, f.getOffset(), f.getLength(), arena); // never written
         } catch (java.nio.file.FileSystemException e) { // no write permission, a read-only file system
             try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
+                checkWithin(f, ch.size());
                 return ch.map(FileChannel.MapMode.READ_ONLY, f.getOffset(), f.getLength(), arena);
             }
+        }
+    }
+
+    private static void checkWithin(FileSegmentManagedBuffer f, long fileSize) throws java.io.EOFException {
+        if (f.getOffset() < 0 || f.getLength() < 0 || f.getOffset() > fileSize - f.getLength()) {
+            throw new java.io.EOFException(f.getFile() + " (" + fileSize + " bytes) ends before its block "
+                    + f.getOffset() + "+" + f.getLength());
         }
     }
 

@@ -58,18 +58,19 @@ final class UcxShuffleConf {
         return conf.get(BIND_ADDRESS, null);
     }
 
+    /** Connecting to a peer executor; a number without a unit is seconds (see {@link #seconds}). */
     Duration connectTimeout() {
-        return Duration.ofMillis(conf.getTimeAsMs(CONNECT_TIMEOUT, "10s"));
+        return Duration.ofMillis(seconds(conf.get(CONNECT_TIMEOUT, "10s")));
     }
 
     /**
      * A peer executor whose host stops answering is gone after this long ({@link UcxOptions#withLivenessTimeout}):
      * 30 s, longer than ucx4j's 5 s so that a switch failover or a short network outage does not fail fetches and
      * re-run map stages, and well below {@code spark.network.timeout} (120 s). Rounded up to whole seconds, at
-     * least 2.
+     * least 2; a number without a unit is seconds.
      */
     Duration livenessTimeout() {
-        long ms = conf.getTimeAsMs(LIVENESS_TIMEOUT, "30s");
+        long ms = seconds(conf.get(LIVENESS_TIMEOUT, "30s"));
         return Duration.ofSeconds(Math.max(2, (ms + 999) / 1000));
     }
 
@@ -116,11 +117,18 @@ final class UcxShuffleConf {
      * idle check off), so that no setting fails fetches here that Netty would let wait.
      */
     Duration networkTimeout() {
-        String value = conf.get(CONNECTION_TIMEOUT, conf.get("spark.network.timeout", "120s")).trim();
-        // a number without a unit is seconds, as Spark reads both settings (not milliseconds, as getTimeAsMs would)
-        long ms = org.apache.spark.network.util.JavaUtils.timeStringAsMs(value.matches("[0-9]+") ? value + "s"
-                : value);
+        long ms = seconds(conf.get(CONNECTION_TIMEOUT, conf.get("spark.network.timeout", "120s")));
         return ms < 1000 ? Duration.ZERO : Duration.ofMillis(ms);
+    }
+
+    /**
+     * A network timeout in milliseconds, from a value in Spark's time syntax where a number without a unit is
+     * seconds, as Spark reads its own network timeouts ({@code spark.network.timeout},
+     * {@code spark.shuffle.io.connectionTimeout}), not milliseconds, as {@code getTimeAsMs} would take it.
+     */
+    static long seconds(String value) {
+        String v = value.trim();
+        return org.apache.spark.network.util.JavaUtils.timeStringAsMs(v.matches("[0-9]+") ? v + "s" : v);
     }
 
     /** Spark's idle timeout of shuffle connections (see {@link #networkTimeout}). */

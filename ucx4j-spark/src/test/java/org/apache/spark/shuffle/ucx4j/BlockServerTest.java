@@ -209,6 +209,38 @@ class BlockServerTest {
         }
     }
 
+    /**
+     * A block the index places past the end of its data file (a damaged or replaced file) is refused, in memory and
+     * to disk, and the file is left as it is: mapping it through a writable channel would extend the file with
+     * zeros and serve them as the block's tail.
+     */
+    @Test
+    void aBlockPastTheEndOfItsFileIsRefusedAndTheFileStaysAsItIs() throws Exception {
+        Path data = dir.resolve("shuffle.data");
+        long size = Files.size(data);
+        blocks.put("short", new FileSegmentManagedBuffer(null, data.toFile(), 7L * LARGE + LARGE / 2, LARGE));
+        try (PooledAllocator pool = new PooledAllocator(1 << 20)) {
+            BlockServer server = new BlockServer(blocks::get, 1 << 20, 2, BUDGET, pool);
+            try (Ucx executor = Ucx.open(); Listener l = executor.listen(0, server); Ucx reducer = Ucx.open();
+                    Endpoint ep = reducer.connect("127.0.0.1", l.port(), T)) {
+                byte[] kinds = {Wire.FETCH, Wire.FETCH_TO_DISK};
+                for (int r = 0; r < kinds.length; r++) {
+                    ep.amSend(Wire.header(kinds[r], r, 1), "short".getBytes(StandardCharsets.UTF_8), T);
+                    try (AmMessage m = ep.amRecv(T)) {
+                        Wire.Header h = Wire.Header.parse(m.headerBytes());
+                        assertEquals(r, h.requestId());
+                        assertEquals(Wire.ERROR, h.kind(), "a block past the file's end was served");
+                        assertTrue(new String(m.payload().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
+                                StandardCharsets.UTF_8).contains("ends before its block"));
+                    }
+                    assertEquals(size, Files.size(data), "the shuffle file changed");
+                }
+                assertTrue(ep.isAlive(), "the reducer's connection is still served");
+                Data.eventually(() -> server.bytesInFlight() == 0);
+            }
+        }
+    }
+
     /** A block larger than the whole budget goes alone, in memory and to disk, rather than waiting forever. */
     @Test
     void aBlockLargerThanTheBudgetGoesAlone() throws Exception {

@@ -53,6 +53,23 @@ class UcxShuffleConfTest {
         }
     }
 
+    /** ucx4j's own network timeouts read a number without a unit as seconds too, as Spark reads its own. */
+    @Test
+    void connectAndLivenessTimeoutsWithoutAUnitAreSeconds() {
+        SparkConf conf = new SparkConf(false);
+        assertEquals(java.time.Duration.ofSeconds(10), new UcxShuffleConf(conf).connectTimeout());
+        assertEquals(java.time.Duration.ofSeconds(30), new UcxShuffleConf(conf).livenessTimeout());
+        conf.set(UcxShuffleConf.CONNECT_TIMEOUT, "30");
+        conf.set(UcxShuffleConf.LIVENESS_TIMEOUT, "60");
+        assertEquals(java.time.Duration.ofSeconds(30), new UcxShuffleConf(conf).connectTimeout());
+        assertEquals(java.time.Duration.ofSeconds(60), new UcxShuffleConf(conf).livenessTimeout());
+        conf.set(UcxShuffleConf.CONNECT_TIMEOUT, "2500ms");
+        conf.set(UcxShuffleConf.LIVENESS_TIMEOUT, "2min");
+        assertEquals(java.time.Duration.ofMillis(2500), new UcxShuffleConf(conf).connectTimeout());
+        assertEquals(java.time.Duration.ofSeconds(120), new UcxShuffleConf(conf).livenessTimeout());
+        new UcxShuffleConf(conf).validate();
+    }
+
     @Test
     void aServerSendsEachReducerTwiceThePullBudgetAtOnceUnlessSet() {
         SparkConf conf = new SparkConf(false);
