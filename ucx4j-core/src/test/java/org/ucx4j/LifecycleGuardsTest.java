@@ -26,6 +26,122 @@ import org.junit.jupiter.params.provider.ValueSource;
 class LifecycleGuardsTest {
     static final Duration T = Duration.ofSeconds(10);
 
+    /**
+     * A blocking receive interrupted while its {@code Ucx} closes does not return while UCX still holds it: what lands
+     * in its buffer after the call returned would reach memory the caller was told it has back (or, for a byte[]
+     * receive, staging memory already freed). The wait used to end the op itself once its interrupt's cancel was
+     * queued, taking that for an op UCX never saw; the engine counts such ends. The call also records the buffer as
+     * it returns, which must be what the buffer holds once the close is over.
+     */
+    @Test
+    void aReceiveInterruptedWhileItsUcxClosesReturnsOnlyOnceUcxLetGoOfIt() throws Exception {
+        int endedBefore = org.ucx4j.internal.engine.TestHooks.endedWhileUcxHeld();
+        try (Arena arena = Arena.ofShared(); Ucx b = Ucx.open()) {
+            MemorySegment buf = arena.allocate(64);
+            CompletableFuture<byte[]> atReturn = new CompletableFuture<>();
+            Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(ProgressMode.BACKOFF));
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            Listener l = a.listen(0, accepted::complete);
+            Endpoint toA = b.connect("127.0.0.1", l.port(), T);
+            accepted.get(10, TimeUnit.SECONDS);
+            Thread receiver = Thread.ofPlatform().start(() -> {
+                try {
+                    a.recvTagged(buf, 7, -1);
+                } catch (RuntimeException e) {
+                    // closed or interrupted: expected
+                }
+                atReturn.complete(buf.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE));
+            });
+            Thread.sleep(300); // posted by now
+            org.ucx4j.internal.engine.TestHooks.beforeShutdownWake(destroyed -> {
+                receiver.interrupt();
+                try {
+                    receiver.join(2000);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                toA.sendTaggedAsync(arena.allocate(64).fill((byte) 0xAB), 7); // lands if the receive is still posted
+            });
+            try {
+                a.close();
+            } finally {
+                org.ucx4j.internal.engine.TestHooks.beforeShutdownWake(null);
+            }
+            byte[] seen = atReturn.get(10, TimeUnit.SECONDS);
+            Thread.sleep(200);
+            assertTrue(java.util.Arrays.equals(seen, buf.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE)),
+                    "the buffer changed after the receive returned");
+            assertEquals(endedBefore, org.ucx4j.internal.engine.TestHooks.endedWhileUcxHeld(),
+                    "the receive was ended while UCX held it");
+        }
+    }
+
+    /**
+     * A handler that waits on its endpoint's close future with {@code join()} (no timeout) while another thread
+     * closes the {@code Ucx}: the close aborts the endpoint, and the wait ends once the endpoint is released. The
+     * release came back to the worker as a task, refused while the worker stopped, so the handler drove the worker
+     * forever and the worker was never destroyed.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"CALLER", "BACKOFF"})
+    void aHandlerJoiningItsCloseFutureReturnsWhenAnotherThreadClosesTheUcx(String mode) throws Exception {
+        ProgressMode m = ProgressMode.valueOf(mode);
+        try (Ucx b = Ucx.open()) {
+            CompletableFuture<Endpoint> accepted = new CompletableFuture<>();
+            Listener l = b.listen(0, accepted::complete);
+            CompletableFuture<Ucx> connecting = new CompletableFuture<>();
+            CompletableFuture<Void> inHandler = new CompletableFuture<>();
+            CompletableFuture<Void> handlerReturned = new CompletableFuture<>();
+            Thread owner = Thread.ofPlatform().daemon().start(() -> { // caller mode: the thread that opens a drives it
+                try {
+                    Ucx a = Ucx.open(UcxOptions.defaults().withProgressMode(m));
+                    Endpoint ep = a.connect("127.0.0.1", l.port(), T);
+                    ep.onActiveMessage(msg -> {
+                        msg.close();
+                        inHandler.complete(null);
+                        try {
+                            ep.closeFuture().join();
+                        } catch (RuntimeException e) {
+                            // failed rather than closed: returned all the same
+                        }
+                        handlerReturned.complete(null);
+                    });
+                    connecting.complete(a);
+                    while (!handlerReturned.isDone() && m == ProgressMode.CALLER) {
+                        a.progress();
+                    }
+                } catch (Throwable t) {
+                    connecting.completeExceptionally(t);
+                }
+            });
+            Ucx a = connecting.get(10, TimeUnit.SECONDS);
+            Endpoint server = accepted.get(10, TimeUnit.SECONDS);
+            server.amSend(new byte[] {1}, new byte[] {2}, T);
+            inHandler.get(10, TimeUnit.SECONDS);
+            Thread closer = Thread.ofPlatform().daemon().start(a::close);
+            handlerReturned.get(10, TimeUnit.SECONDS); // hung forever before
+            closer.join(10_000);
+            owner.join(10_000);
+            assertFalse(closer.isAlive());
+            l.close();
+        }
+    }
+
+    /**
+     * Right after an abort, before the release that follows the close has run (caller mode: at the next progress),
+     * the endpoint's info is empty: UCX may have freed the endpoint inside the forced close, and printing it read
+     * freed memory.
+     */
+    @Test
+    void anAbortedEndpointsInfoIsEmptyBeforeItsReleaseRuns() throws Exception {
+        CallerModeTest.withCallerClient((a, client, server) -> {
+            assertFalse(client.info().isEmpty());
+            client.abort();
+            assertEquals("", client.info());
+            assertTrue(client.transports().isEmpty());
+        });
+    }
+
     @Test
     void ownerThreadClosesAnEndpointWithinItsBoundAndItIsReleased() throws Exception {
         CallerModeTest.withCallerClient((a, client, server) -> {

@@ -482,12 +482,13 @@ final class Connections {
      * it and no transport will touch the memory of a send still pending on it.
      */
     private void releaseEndpoint(EndpointCore c, boolean forced) {
-        // may run on the owner thread (complete() of the CLOSE op) — only engine code here; once the worker stops,
-        // the task is refused and shutdownOnOwner releases what is left
+        // may run on the owner thread (complete() of the CLOSE op) — only engine code here; once the worker is gone,
+        // the task is refused and shutdownOnOwner has released what was left (while it stops, a handler that waits
+        // on the close future drives the worker: the release must reach it)
         if (engine.isOwnerThread()) {
             released(c, forced);
         } else {
-            engine.execute(() -> released(c, forced));
+            engine.executeWhileStopping(() -> released(c, forced));
         }
     }
 

@@ -69,6 +69,8 @@ public final class EndpointCore {
     volatile Runnable closeAfterAction;
     /** Raw endpoint (worker address, no handshake): tags go on the wire as given. */
     volatile boolean raw;
+    /** Owner thread: {@code ucp_ep_close_nbx} was called; the UCX endpoint may be gone before {@link #handle} is 0. */
+    boolean closePosted;
     /**
      * A handshaked connection to this same worker. UCX connects an endpoint created from its own worker's address
      * to itself, so what one end streams lands on its own UCX endpoint: the other end receives streams from there.

@@ -1090,6 +1090,11 @@ public final class Engine {
             requests.post(op);
             return;
         }
+        enqueue(op);
+    }
+
+    /** Queues an op for the owner thread (not the owner) and wakes whatever drives the worker. */
+    private void enqueue(Op op) {
         if (op.markQueued()) {
             queue.offer(op);
             // a full fence between our offer and our read of terminated, as the owner has between its write of
@@ -1156,6 +1161,25 @@ public final class Engine {
         op.task = task;
         op.what = "task";
         submit(op);
+    }
+
+    /**
+     * {@link #execute} from another thread, also while the worker stops but is not gone yet: for the release of an
+     * endpoint, which completes its close future. The owner may be inside a handler that waits on that future
+     * (driving the worker until it completes, after the stop failed what was pending); a task refused meanwhile
+     * would leave that wait hanging until the handler returned, which it never would. Once the worker is gone the
+     * task fails unrun, as {@link #execute}'s does: the worker's shutdown released every endpoint.
+     */
+    void executeWhileStopping(Runnable task) {
+        Op op = new Op(this);
+        op.kind = Op.TASK;
+        op.task = task;
+        op.what = "task";
+        if (!stopRequested || terminated || Thread.currentThread() == owner) {
+            submit(op);
+        } else {
+            enqueue(op);
+        }
     }
 
     /** Runs a task on the owner thread; if it throws, or the worker closes first, {@code f} fails. */
@@ -1284,9 +1308,11 @@ public final class Engine {
                         withdraw(op);
                     }
                 }
-                if (stopRequested && !op.done && op.claimQueued()) {
+                if (stopRequested && !op.done && !op.cancelRequested && op.claimQueued()) {
                     // the worker closes, and its owner may never take the op (caller mode: an owner busy elsewhere
-                    // releases the worker only at its next call): UCX never saw it, so it ends here
+                    // releases the worker only at its next call): UCX never saw it, so it ends here. Not an op this
+                    // wait canceled: withdraw ended it if it was still queued, so a queued one is the cancel itself
+                    // on its way to an owner that has posted the op, and UCX holds it until the close ends it
                     Requests.endedBeforeStart(op, closedError(op.what));
                 }
             }
@@ -1990,7 +2016,9 @@ public final class Engine {
     }
 
     public String endpointInfo(EndpointCore c) {
-        return onOwner(() -> c.handle == 0 ? "" : Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))
+        // once its close is posted, UCX may have freed the endpoint already (a forced close ends inside the call),
+        // while the release that zeroes the handle is still on its way
+        return onOwner(() -> c.handle == 0 || c.closePosted ? "" : Ucp.capture(f -> Ucp.epPrintInfo(c.handle, f))
                 + (c.eagerTagSends ? EAGER_SENDS_INFO : c.eagerSends ? EAGER_AM_SENDS_INFO : ""));
     }
 

@@ -69,6 +69,9 @@ final class Requests {
 
     /** Ends an op taken back before UCX saw it (by whoever took it out of the queue) with {@code error}. */
     static void endedBeforeStart(Op op, UcxException error) {
+        if (op.request != 0) { // UCX holds it: never to be ended here (its memory is UCX's to write)
+            TestHooks.endedWhileUcxHeld.incrementAndGet();
+        }
         freeOwned(op);
         Runnable giveBack = op.onWithdrawn;
         op.onWithdrawn = null;
@@ -353,6 +356,7 @@ final class Requests {
                 boolean was = engine.beginCallbacks(); // a forced close ends what is pending inside the call
                 try {
                     TestHooks.endpointClosesPosted.incrementAndGet();
+                    op.ep.closePosted = true;
                     r = Ucp.epCloseNbx(op.ep.handle, reqParam.address());
                     // polled receives among them (stream receives: no cancel reaches those) end without an event:
                     // finished now, still inside the mark, before the close itself completes

@@ -116,6 +116,14 @@ public final class TestHooks {
         return ep.inboxes[AmWire.PLAIN].ready();
     }
 
+    /** Ops ended as never started while UCX held their request (a broken invariant; any engine). */
+    static final java.util.concurrent.atomic.AtomicInteger endedWhileUcxHeld =
+            new java.util.concurrent.atomic.AtomicInteger();
+
+    public static int endedWhileUcxHeld() {
+        return endedWhileUcxHeld.get();
+    }
+
     /** {@return {@code ep}'s local connection id, as its peer's messages name it} */
     public static int connectionId(EndpointCore ep) {
         return ep.localConnId;
