@@ -205,6 +205,23 @@ class FailureTest {
         }
     }
 
+    /**
+     * An asynchronous connect fails at its timeout while the host name is still being resolved (the test JVM's
+     * resolver takes 3 s for {@link SlowResolver#SLOW}): it used to wait for the resolver however long it took.
+     */
+    @Test
+    void anAsyncConnectFailsAtItsTimeoutWhileTheNameIsStillResolving() throws Exception {
+        try (Ucx a = Ucx.open(UcxOptions.defaults().withConnectTimeout(Duration.ofMillis(500)))) {
+            long start = System.nanoTime();
+            CompletableFuture<Endpoint> connecting = a.connectAsync(SlowResolver.SLOW, 1);
+            java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+                    () -> connecting.get(SlowResolver.DELAY_MS - 1000, TimeUnit.MILLISECONDS));
+            assertInstanceOf(UcxTimeoutException.class, e.getCause(), e.toString());
+            assertTrue(System.nanoTime() - start < TimeUnit.MILLISECONDS.toNanos(SlowResolver.DELAY_MS),
+                    "failed only once the name was resolved");
+        }
+    }
+
     @Test
     void closeCancelsPendingReceiveAndFailsLaterCalls() throws Exception {
         pair((a, b, client, server) -> {

@@ -41,8 +41,8 @@ public final class Bootstrap {
             long deadline = System.nanoTime() + timeoutNanos;
             Socket s = new Socket();
             f.whenComplete((x, e) -> {
-                if (f.isCancelled()) { // the caller gave up mid-way: the handshake fails here and at the peer
-                    closeQuietly(s);
+                if (e != null) { // the caller gave up mid-way, or the timeout below: the handshake fails here and
+                    closeQuietly(s); // at the peer
                 }
             });
             EndpointCore c = null;
@@ -51,7 +51,7 @@ public final class Bootstrap {
                 s.setTcpNoDelay(true);
                 keepAlive(s, engine.livenessSeconds);
                 InetSocketAddress to = new InetSocketAddress(host, port); // name resolution counts against it too
-                if (System.nanoTime() - deadline >= 0) {
+                if (System.nanoTime() - deadline >= 0 || f.isDone()) {
                     throw new java.net.SocketTimeoutException("resolving " + host + " took the whole timeout");
                 }
                 s.connect(to, millis(deadline - System.nanoTime())); // what is left of the timeout
@@ -73,8 +73,23 @@ public final class Bootstrap {
                 f.completeExceptionally(mapConnectError(t, peer, timeoutNanos));
             }
         });
+        // the thread above checks its deadline between steps, and name resolution has no bound of its own (a resolver
+        // that does not answer holds it for glibc's retries, tens of seconds): the future fails at the deadline
+        // whatever the thread is doing, and the thread, finding it done, gives up (a little grace lets its own
+        // error win when it has one)
+        if (timeoutNanos < Long.MAX_VALUE / 2) {
+            java.util.concurrent.CompletableFuture.delayedExecutor(timeoutNanos + CONNECT_GRACE_NANOS,
+                    TimeUnit.NANOSECONDS).execute(() -> {
+                        if (!f.isDone()) {
+                            f.completeExceptionally(mapConnectError(new SocketTimeoutException("deadline"), peer,
+                                    timeoutNanos));
+                        }
+                    });
+        }
         return f;
     }
+
+    private static final long CONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
 
     /** How often an accept loop with every handshake slot taken looks whether its listener closed. */
     private static final long HANDSHAKE_SLOT_CHECK_MS = 100;
