@@ -865,9 +865,9 @@ public final class Endpoint implements AutoCloseable {
      * and must never block, since the worker makes no progress meanwhile. It may keep the message and close it
      * later from any thread; the async methods it calls start without a hand-off. If it throws, the error is
      * logged and the message closed (with {@link UcxOptions#withCheckedMessages}, a payload that an I/O operation
-     * the handler started still uses stays open until the message is closed again). Set once; afterwards {@code amRecv} fails with
-     * {@link IllegalStateException}, and so do receives that were waiting. A failed endpoint reports through
-     * {@link #onClose}.
+     * the handler started still uses stays open until the message is closed again). Set once; afterwards
+     * {@code amRecv} fails with {@link IllegalStateException}, and so do receives that were waiting. A failed
+     * endpoint reports through {@link #onClose}.
      *
      * @param handler takes each message, which it closes (at once or later) to give its memory back
      * @throws IllegalStateException if the endpoint already has a handler, or is a raw endpoint
