@@ -15,6 +15,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import org.ucx4j.testsupport.SlowResolver;
 
 /** Nothing hangs, nothing is silent: peer death, truncation, close/abort, bad input, unavailability. */
 class FailureTest {

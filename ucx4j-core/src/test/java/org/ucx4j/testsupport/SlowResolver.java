@@ -1,4 +1,4 @@
-package org.ucx4j;
+package org.ucx4j.testsupport;
 
 import java.net.InetAddress;
 import java.net.UnknownHostException;
@@ -8,11 +8,13 @@ import java.util.stream.Stream;
 
 /**
  * The test JVM's name resolver: the JDK's own for every name but {@link #SLOW}, which takes {@link #DELAY_MS} and then
- * is unknown (a resolver that does not answer), for tests of timeouts that must count name resolution.
+ * is unknown (a resolver that does not answer), for tests of timeouts that must count name resolution. In a package
+ * of its own: child JVMs that have the test classes on their class path and ucx4j on the module path load it too,
+ * and a class in package {@code org.ucx4j} would be hidden there by the module's package.
  */
 public final class SlowResolver extends InetAddressResolverProvider {
-    static final String SLOW = "slow-to-resolve.invalid";
-    static final long DELAY_MS = 3000;
+    public static final String SLOW = "slow-to-resolve.invalid";
+    public static final long DELAY_MS = 3000;
 
     @Override
     public InetAddressResolver get(Configuration configuration) {
